@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# poslab vs its PyTorch twin, one after the other (never at once: the numbers would lie), on the
+# same config, data and threads. Prints both and the ratios; writes the JSON files to OUT.
+#   bash scripts/bench/compare.sh [CONFIG] [STEPS] [THREADS] [OUT]
+# Pairs: (1) defaults: poslab as shipped vs the twin as nanoGPT runs on CPU (fp32, PyTorch's default
+# threads, environment untouched); (2) fp32 vs fp32 at THREADS, both with OMP_WAIT_POLICY=PASSIVE.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+CONFIG=${1:-configs/bench/nanogpt-cpu.json}
+STEPS=${2:-100}
+THREADS=${3:-$(nproc)}
+OUT=${4:-runs/bench}
+POSLAB=${POSLAB:-build/poslab}
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+mkdir -p "$OUT"
+echo "== $CONFIG, $STEPS timed steps, $(nproc) cores, $(date -u +%F)"
+"$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --json "$OUT/poslab_default.json"
+env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads 0 \
+  --precision fp32 --json "$OUT/twin_default.json"
+OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" --json "$OUT/poslab_fp32.json"
+OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads "$THREADS" \
+  --precision fp32 --json "$OUT/twin_fp32.json"
+"$PY" - "$OUT" <<'PYEOF'
+import json, sys
+out = sys.argv[1]
+r = {k: json.load(open(f"{out}/{k}.json")) for k in ["poslab_default", "twin_default", "poslab_fp32", "twin_fp32"]}
+def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
+print(f"{'run':16} {'precision':>9} {'threads':>7} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11}")
+for k, x in r.items():
+    print(f"{k:16} {x['precision']:>9} {x['threads']:>7} {tok(x):12.0f} {x['ms_per_step_median']:11.1f} {x['ms_per_step_p90']:7.1f} {x['peak_rss_mb']:11.1f}")
+print(f"defaults: poslab / nanoGPT-style twin = {tok(r['poslab_default']) / tok(r['twin_default']):.2f}x (target >= 2.0)")
+print(f"fp32, same threads: poslab / twin   = {tok(r['poslab_fp32']) / tok(r['twin_fp32']):.2f}x (target >= 1.1)")
+print(f"fp32 peak memory: poslab / twin     = {r['poslab_fp32']['peak_rss_mb'] / r['twin_fp32']['peak_rss_mb']:.2f}x (target <= 1.0)")
+json.dump({"runs": r,
+           "ratio_defaults": tok(r['poslab_default']) / tok(r['twin_default']),
+           "ratio_fp32": tok(r['poslab_fp32']) / tok(r['twin_fp32']),
+           "memory_ratio_fp32": r['poslab_fp32']['peak_rss_mb'] / r['twin_fp32']['peak_rss_mb']},
+          open(f"{out}/summary.json", "w"), indent=1)
+PYEOF

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Parity of poslab's model with the PyTorch twin, for every positional encoding.
+#   scripts/reference/run_parity.sh POSLAB_BINARY
+# For each kind and two small models: `poslab fixture` in a temp dir, then check_parity.py on it;
+# then check_formulas.py (the twin's formulas against textbook definitions).
+# Exit: 0 all pass, 77 python3-torch missing (CTest skip), 1 otherwise.
+set -u
+
+if [ $# -lt 1 ]; then
+  echo "usage: $0 POSLAB_BINARY" >&2
+  exit 2
+fi
+POSLAB=$1
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean when run from CTest
+
+if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+  echo "SKIP: python3-torch is not installed (for $PY)"
+  exit 77
+fi
+if [ ! -x "$POSLAB" ]; then
+  echo "error: $POSLAB is not an executable" >&2
+  exit 1
+fi
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/poslab-parity.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# Two small models per kind:
+#   task: copy task with padding (ignored targets), bias=true (the .bias parameters), n_head 6
+#         (ALiBi's non-power-of-two slopes), binary with 5 bits;
+#   text: char-level text corpus (a copy of poslab_ref.py), bias=false, n_head 4, T=32.
+cat >"$TMP/task.json" <<'JSON'
+{
+  "seed": 1234,
+  "data": {"kind": "task", "task": "copy", "min_len": 2, "max_len": 8},
+  "model": {"n_layer": 2, "n_head": 6, "n_embd": 48, "block_size": 24, "bias": true,
+            "pos_encoding": {"bits": 5}}
+}
+JSON
+cp "$HERE/poslab_ref.py" "$TMP/corpus.txt"
+cat >"$TMP/text.json" <<JSON
+{
+  "data": {"kind": "text", "path": "$TMP/corpus.txt"},
+  "model": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 32}
+}
+JSON
+
+kinds="none index binary sinusoidal learned rope alibi"
+summary=""
+failed=0
+for kind in $kinds; do
+  for variant in task text; do
+    name="$variant-$kind"
+    dir="$TMP/$name"
+    if ! "$POSLAB" fixture --config "$TMP/$variant.json" --out "$dir" --batch 3 \
+        --set "model.pos_encoding.kind=$kind" >"$TMP/$name.fixture.log" 2>&1; then
+      cat "$TMP/$name.fixture.log"
+      summary+="  [$variant] parity $kind: FAIL (poslab fixture failed)"$'\n'
+      failed=1
+      continue
+    fi
+    "$PY" "$HERE/check_parity.py" "$dir" >"$TMP/$name.log" 2>&1
+    rc=$?
+    cat "$TMP/$name.log"
+    echo
+    verdict=$(grep '^parity ' "$TMP/$name.log" | tail -n 1)
+    if [ $rc -eq 0 ]; then
+      summary+="  [$variant] ${verdict:-parity $kind: PASS}"$'\n'
+    else
+      summary+="  [$variant] ${verdict:-parity $kind: FAIL (check_parity.py exited $rc)}"$'\n'
+      failed=1
+    fi
+  done
+done
+
+# The formulas themselves against textbook definitions (independent of poslab).
+"$PY" "$HERE/check_formulas.py" >"$TMP/formulas.log" 2>&1
+rc=$?
+cat "$TMP/formulas.log"
+echo
+if [ $rc -eq 0 ]; then
+  summary+="  formulas vs textbook definitions: PASS"$'\n'
+else
+  summary+="  formulas vs textbook definitions: FAIL (exit $rc)"$'\n'
+  failed=1
+fi
+
+echo "summary:"
+printf '%s' "$summary"
+if [ $failed -ne 0 ]; then
+  echo "reference parity: FAIL"
+  exit 1
+fi
+echo "reference parity: PASS (all kinds)"
+exit 0

@@ -1,0 +1,138 @@
+// Benchmark: time training steps exactly as the trainer runs them (same optimizer, autocast,
+// threads), then evaluation forwards, then a square matmul for the machine's peak.
+#include "bench/benchmark.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include "data/corpus.h"
+#include "model/gpt.h"
+#include "train/schedule.h"
+#include "train/trainer.h"
+#include "util/runtime.h"
+
+namespace poslab {
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double flops_per_token(int64_t params, const ModelConfig& m) {
+  const double head_dim = static_cast<double>(m.n_embd) / m.n_head;
+  return 6.0 * static_cast<double>(params) + 12.0 * m.n_layer * m.n_head * head_dim * m.block_size;
+}
+
+static double peak_rss_mb() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+static void sync(const Runtime& rt) {
+  if (rt.device.is_cuda()) torch::cuda::synchronize();
+}
+
+// Peak of the matrix unit poslab's matmuls use: n x n products in the run's precision.
+static double matmul_gflops(const Runtime& rt) {
+  const int64_t n = rt.device.is_cuda() ? 8192 : 1024;
+  auto dtype = rt.bf16 ? torch::kBFloat16 : torch::kFloat;
+  auto a = torch::randn({n, n}, torch::TensorOptions().device(rt.device)).to(dtype);
+  auto b = torch::randn({n, n}, torch::TensorOptions().device(rt.device)).to(dtype);
+  for (int i = 0; i < 3; ++i) torch::matmul(a, b);
+  sync(rt);
+  int reps = 0;
+  const auto start = Clock::now();
+  double secs = 0;
+  while (secs < 1.0) {
+    torch::matmul(a, b);
+    sync(rt);
+    ++reps;
+    secs = std::chrono::duration<double>(Clock::now() - start).count();
+  }
+  return 2.0 * n * n * n * reps / secs / 1e9;
+}
+
+static double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+json run_benchmark(const Config& input, const BenchOptions& o) {
+  Config c = input;
+  auto corpus = make_corpus(c);
+  c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+  Runtime rt = make_runtime(c);
+  torch::manual_seed(c.seed);
+  GPT model(c.model);
+  model->to(rt.device);
+  auto optimizer = make_optimizer(model, c.train);  // the trainer's own optimizer and step
+  Rng rng(static_cast<uint64_t>(c.seed));
+  std::vector<double> step_ms;
+  int64_t tokens = 0;
+  double train_s = 0;
+  model->train();
+  for (int i = 0; i < o.warmup + o.steps; ++i) {
+    auto batch = corpus->batch(Split::Train, c.train.batch_size, rng);
+    const auto start = Clock::now();
+    train_step(model, *optimizer, batch, learning_rate_at(c.train, i), c.train.grad_clip, rt);
+    sync(rt);
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    if (i >= o.warmup) step_ms.push_back(secs * 1e3), tokens += batch.x.numel(), train_s += secs;
+  }
+  // Evaluation throughput: forward passes under inference mode, as `poslab eval` runs them.
+  double eval_s = 0;
+  int64_t eval_tokens = 0;
+  {
+    torch::InferenceMode guard;
+    model->eval();
+    for (int i = 0; i < std::max(2, o.steps / 2); ++i) {
+      auto batch = corpus->batch(Split::Val, c.train.batch_size, rng);
+      const auto start = Clock::now();
+      AutocastGuard autocast(rt);
+      auto logits = model->forward(batch.x.to(rt.device));
+      sync(rt);
+      if (i > 0) eval_s += std::chrono::duration<double>(Clock::now() - start).count(), eval_tokens += batch.x.numel();
+    }
+  }
+  const double peak = matmul_gflops(rt);
+  const double tok_s = tokens / train_s;
+  const double achieved = flops_per_token(model->num_params(), c.model) * tok_s / 1e9;
+  return {{"config", {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
+                      {"block_size", c.model.block_size}, {"batch_size", c.train.batch_size},
+                      {"vocab_size", c.model.vocab_size}, {"pos_encoding", c.model.pos_encoding.kind}}},
+          {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
+          {"precision", rt.bf16 ? "bf16" : "fp32"},
+          {"threads", rt.threads},
+          {"steps", o.steps},
+          {"warmup", o.warmup},
+          {"params", model->num_params()},
+          {"train_tokens_per_s", tok_s},
+          {"eval_tokens_per_s", eval_tokens / eval_s},
+          {"ms_per_step_median", percentile(step_ms, 0.5)},
+          {"ms_per_step_p90", percentile(step_ms, 0.9)},
+          {"peak_rss_mb", peak_rss_mb()},
+          {"achieved_gflops", achieved},
+          {"matmul_peak_gflops", peak},
+          {"mfu", achieved / peak}};
+}
+
+std::string format_benchmark(const json& r) {
+  std::ostringstream out;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "poslab bench: %s, %s, %d threads, %lld params (%s)\n"
+                "  train  %10.0f tok/s   step median %.1f ms, p90 %.1f ms\n"
+                "  eval   %10.0f tok/s\n"
+                "  memory %10.1f MB peak RSS\n"
+                "  flops  %10.2f GFLOP/s achieved, matmul peak %.1f GFLOP/s -> %.1f%% of peak\n",
+                r["device"].get<std::string>().c_str(), r["precision"].get<std::string>().c_str(), r["threads"].get<int>(),
+                static_cast<long long>(r["params"].get<int64_t>()), r["config"]["pos_encoding"].get<std::string>().c_str(),
+                r["train_tokens_per_s"].get<double>(), r["ms_per_step_median"].get<double>(),
+                r["ms_per_step_p90"].get<double>(), r["eval_tokens_per_s"].get<double>(), r["peak_rss_mb"].get<double>(),
+                r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());
+  out << buf;
+  return out.str();
+}
+
+}  // namespace poslab

@@ -1,0 +1,37 @@
+// poslab bench: throughput, step times, memory and MFU of a config, measured after warm-up.
+#include <iostream>
+
+#include "bench/benchmark.h"
+#include "cli/commands.h"
+#include "util/files.h"
+
+namespace poslab::cli {
+
+void add_bench(CLI::App& app) {
+  struct Opts {
+    std::string config, json_out, precision;
+    std::vector<std::string> sets;
+    int steps = 50, warmup = 10, threads = -1;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("bench", "Measure training/eval tokens/s, step times, peak memory and MFU");
+  cmd->add_option("--config,-c", o->config, "Config file (configs/bench/*.json)")->required();
+  cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
+  cmd->add_option("--steps", o->steps, "Timed training steps")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", o->warmup, "Untimed steps first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", o->threads, "Intra-op threads (default: the config's, else poslab's default)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--precision", o->precision, "fp32|bf16 (default: the config's)")->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--json", o->json_out, "Also write the results as JSON to this file");
+  cmd->callback([o] {
+    auto sets = o->sets;
+    if (o->threads > 0) sets.push_back("train.threads=" + std::to_string(o->threads));
+    if (!o->precision.empty()) sets.push_back("train.precision=" + o->precision);
+    Config c = load_config(o->config, sets);
+    auto result = run_benchmark(c, BenchOptions{o->steps, o->warmup});
+    std::cout << format_benchmark(result);
+    if (!o->json_out.empty()) write_file_atomic(o->json_out, result.dump(2) + "\n");
+  });
+}
+
+}  // namespace poslab::cli

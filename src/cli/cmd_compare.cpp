@@ -1,0 +1,52 @@
+// poslab compare: run an experiment grid and aggregate it into a table, plots and a report.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "experiment/experiment.h"
+
+namespace poslab::cli {
+
+// scripts/plot_report.py beside the source tree the executable was built from, or $POSLAB_SCRIPTS.
+static std::string find_plot_script() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("POSLAB_SCRIPTS")) candidates.push_back(fs::path(env) / "plot_report.py");
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "scripts" / "plot_report.py");
+  candidates.push_back(fs::current_path() / "scripts" / "plot_report.py");
+  for (const auto& c : candidates)
+    if (fs::exists(c, ec)) return c.string();
+  return "";
+}
+
+void add_compare(CLI::App& app) {
+  struct Opts {
+    std::string config, out;
+    int jobs = 1;
+    bool no_plots = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("compare", "Run an experiment grid (e.g. every encoding on one task), then write "
+                                            "results.json/.csv, plots and report.md/.html");
+  cmd->add_option("--config,-c", o->config, "Experiment file (configs/experiments/*.json)")->required();
+  cmd->add_option("--out,-o", o->out, "Output directory (default runs/<experiment name>)");
+  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once (each gets cores/jobs threads)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-plots", o->no_plots, "Skip the matplotlib plots and report");
+  cmd->callback([o] {
+    Experiment e = load_experiment(o->config);
+    CompareOptions co;
+    co.out = o->out.empty() ? "runs/" + e.name : o->out;
+    co.jobs = o->jobs;
+    co.poslab_binary = std::filesystem::read_symlink("/proc/self/exe").string();
+    co.plot_script = o->no_plots ? "" : find_plot_script();
+    if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
+    spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
+    run_experiment(e, co);
+  });
+}
+
+}  // namespace poslab::cli

@@ -1,0 +1,41 @@
+// poslab data: print decoded examples of what a config trains on.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "data/corpus.h"
+
+namespace poslab::cli {
+
+void add_data(CLI::App& app) {
+  struct Opts {
+    std::string config, split = "train";
+    std::vector<std::string> sets;
+    int n = 5;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("data", "Print decoded training or validation examples of a config");
+  cmd->add_option("--config,-c", o->config, "Config file")->required();
+  cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
+  cmd->add_option("--split", o->split, "train|val")->check(CLI::IsMember({"train", "val"}));
+  cmd->add_option("--n", o->n, "Examples to print")->check(CLI::PositiveNumber);
+  cmd->callback([o] {
+    Config c = load_config(o->config, o->sets);
+    auto corpus = make_corpus(c);
+    Rng rng(static_cast<uint64_t>(c.seed) ^ (o->split == "val" ? 0x5EEDFACEULL : 0));
+    auto batch = corpus->batch(o->split == "val" ? Split::Val : Split::Train, o->n, rng);
+    const auto& tok = corpus->tokenizer();
+    std::cout << "# " << (corpus->is_task() ? "task " + c.data.task : "text " + c.data.path) << ", vocabulary "
+              << tok.size() << ", scored targets shown after '>>'\n";
+    for (int64_t b = 0; b < batch.x.size(0); ++b) {
+      auto x = batch.x[b], y = batch.y[b];
+      std::vector<int64_t> ids(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel()), scored;
+      for (int64_t t = 0; t < y.numel(); ++t)
+        if (y[t].item<int64_t>() >= 0) scored.push_back(y[t].item<int64_t>());
+      std::string input = tok.decode(ids);
+      if (corpus->is_task()) input = input.substr(0, input.find_last_not_of('_') + 1);
+      std::cout << input << "  >>" << (corpus->is_task() ? tok.decode(scored) : "(all " + std::to_string(scored.size()) + " next tokens)") << "\n";
+    }
+  });
+}
+
+}  // namespace poslab::cli

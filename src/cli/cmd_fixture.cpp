@@ -1,0 +1,56 @@
+// poslab fixture: writes a tiny model's weights, a batch, and poslab's logits, loss and gradients,
+// for the PyTorch reference twin (scripts/reference/) to reproduce: the llm.c-style oracle check.
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "data/corpus.h"
+#include "model/gpt.h"
+#include "train/run_dir.h"
+#include "util/files.h"
+
+namespace poslab::cli {
+
+void add_fixture(CLI::App& app) {
+  struct Opts {
+    std::string config, out;
+    std::vector<std::string> sets;
+    int batch = 2;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("fixture", "Write weights, a batch and poslab's logits/loss/gradients (fp32) for "
+                                            "the PyTorch reference twin");
+  cmd->add_option("--config,-c", o->config, "Config file")->required();
+  cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
+  cmd->add_option("--out,-o", o->out, "Output directory")->required();
+  cmd->add_option("--batch", o->batch, "Sequences in the batch")->check(CLI::PositiveNumber);
+  cmd->callback([o] {
+    Config c = load_config(o->config, o->sets);
+    auto corpus = make_corpus(c);
+    c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+    torch::manual_seed(c.seed);
+    GPT model(c.model);
+    model->train();  // dropout must be 0 for a deterministic comparison
+    if (c.model.dropout > 0) throw ConfigError("fixture: model.dropout must be 0 for a reproducible comparison");
+    Rng rng(static_cast<uint64_t>(c.seed));
+    auto batch = corpus->batch(Split::Train, o->batch, rng);
+    auto logits = model->forward(batch.x);
+    auto loss = GPTImpl::loss(logits, batch.y);
+    loss.backward();
+    std::filesystem::create_directories(o->out);
+    RunPaths paths{o->out};
+    write_file_atomic(paths.config(), config_to_json(c).dump(2) + "\n");
+    save_weights(paths.weights(), model);
+    c10::Dict<std::string, at::Tensor> fixture;
+    fixture.insert("x", batch.x);
+    fixture.insert("y", batch.y);
+    fixture.insert("logits", logits.detach().contiguous());
+    fixture.insert("loss", loss.detach());
+    for (const auto& p : model->named_parameters()) fixture.insert("grad." + p.key(), p.value().grad().contiguous());
+    write_file_atomic(o->out + "/fixture.pt", torch::pickle_save(fixture));
+    std::cout << "fixture written: " << o->out << " (vocab " << c.model.vocab_size << ", loss " << loss.item<double>()
+              << ")\n";
+  });
+}
+
+}  // namespace poslab::cli

@@ -1,0 +1,68 @@
+// poslab train: a new run from a config, or --resume an existing one; then the config's eval.lengths.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "eval/evaluator.h"
+#include "train/trainer.h"
+#include "util/signals.h"
+
+namespace poslab::cli {
+
+std::vector<int> parse_lengths(const std::string& text, const std::string& option) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || v <= 0)
+      throw ConfigError(option + ": '" + item + "' is not a positive integer (expected e.g. 32,64,128)");
+    out.push_back(v);
+  }
+  if (out.empty()) throw ConfigError(option + ": expected a comma-separated list of lengths");
+  return out;
+}
+
+void add_train(CLI::App& app) {
+  struct Opts {
+    std::string config, out, resume;
+    std::vector<std::string> sets;
+    int64_t stop_at = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("train", "Train a GPT from a JSON config (or resume a run)");
+  cmd->add_option("--config,-c", o->config, "Config file (JSON; may \"extends\" another)");
+  cmd->add_option("--set,-s", o->sets, "Override a key: --set model.pos_encoding.kind=rope (repeatable)");
+  cmd->add_option("--out,-o", o->out, "Run directory (default runs/<config name>-<encoding>)");
+  cmd->add_option("--resume", o->resume, "Continue the run in this directory from its checkpoint");
+  cmd->add_option("--stop-at", o->stop_at, "Checkpoint and stop before this step (resume later with --resume)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([o] {
+    install_stop_handlers();
+    TrainResult result;
+    std::string dir;
+    if (!o->resume.empty()) {
+      if (!o->config.empty() || !o->sets.empty()) throw ConfigError("--resume takes its config from the run; drop --config/--set");
+      dir = o->resume;
+      result = train_resume(dir, o->stop_at);
+    } else {
+      if (o->config.empty()) throw ConfigError("train: --config FILE or --resume DIR is required");
+      Config c = load_config(o->config, o->sets);
+      dir = o->out.empty() ? "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind
+                           : o->out;
+      result = train_new(c, dir, o->stop_at);
+    }
+    if (result.status == "interrupted") std::exit(stop_requested() ? 130 : 0);  // --stop-at is no failure
+    if (result.status == "done" && !result.config.eval.lengths.empty())
+      std::cout << format_eval_table(evaluate_run(dir, EvalOptions{}));
+    spdlog::info("run directory: {}", dir);
+  });
+}
+
+}  // namespace poslab::cli

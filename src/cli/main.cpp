@@ -1,0 +1,58 @@
+// poslab: train, evaluate and compare positional encodings on a small GPT.
+// Exit status: 0 success, 1 runtime failure, 2 bad input (config, data, checkpoint, CLI), 130 interrupted.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "model/positional/positional.h"
+#include "train/trainer.h"
+#include "util/runtime.h"
+
+int main(int argc, char** argv) {
+  // OpenMP reads OMP_WAIT_POLICY when the library loads, before main: choose it and re-exec once.
+  // Measured on a 2-core VM (docs/benchmarks.md): bf16 autocast (oneDNN, OpenMP) ran ~2x faster with
+  // spinning (ACTIVE) workers; fp32 (OpenBLAS, its own threads) ran ~2.3x slower with them.
+  // So: ACTIVE where poslab's default precision is bf16, PASSIVE elsewhere; a user's setting wins.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", poslab::cpu_has_bf16() ? "ACTIVE" : "PASSIVE", 1);
+    ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
+  }
+  spdlog::set_pattern("%H:%M:%S %v");
+  CLI::App app{"poslab: compare positional encodings on a small GPT, in and beyond the training length"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "poslab 0.1.0");
+  poslab::cli::add_train(app);
+  poslab::cli::add_eval(app);
+  poslab::cli::add_compare(app);
+  poslab::cli::add_pe(app);
+  poslab::cli::add_data(app);
+  poslab::cli::add_sample(app);
+  poslab::cli::add_bench(app);
+  poslab::cli::add_fixture(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "poslab: error: " << e.what() << " (see poslab --help)\n";
+    return 2;
+  } catch (const poslab::ConfigError& e) {
+    std::cerr << "poslab: error: " << e.what() << "\n";
+    return 2;
+  } catch (const poslab::DivergenceError& e) {
+    std::cerr << "poslab: run failed: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "poslab: failed: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

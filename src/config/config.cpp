@@ -1,0 +1,310 @@
+// Config loading: defaults, "extends", strict merge, --set overrides, and value validation.
+// Every error message starts with the key path (or file) so a user can find it at once.
+#include "config/config.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "util/files.h"
+
+namespace poslab {
+using nlohmann::json;
+
+const std::vector<std::string> kEncodingKinds = {"none",    "index", "binary", "sinusoidal",
+                                                 "learned", "rope",  "alibi"};
+static const std::vector<std::string> kTasks = {"copy",   "reverse",  "sort", "addition",
+                                                "associative_recall", "parity", "counting", "dyck"};
+
+const json& default_config_json() {
+  static const json defaults = [] {
+    Config c;
+    return config_to_json(c);
+  }();
+  return defaults;
+}
+
+static std::string join(const std::vector<std::string>& v) {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
+  return out;
+}
+
+json parse_json_text(const std::string& text, const std::string& source) {
+  try {
+    return json::parse(text);
+  } catch (const json::parse_error& e) {
+    // nlohmann reports a byte offset; users want line and column.
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i + 1 < e.byte && i < text.size(); ++i) {
+      if (text[i] == '\n') { ++line; col = 1; } else { ++col; }
+    }
+    std::string what = e.what();
+    auto pos = what.find("syntax error");
+    throw ConfigError(source + ": malformed JSON at line " + std::to_string(line) + ", column " +
+                      std::to_string(col) + ": " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const json::exception& e) {
+    // e.g. a number too large for any numeric type (found by fuzzing)
+    throw ConfigError(source + ": unreadable JSON: " + std::string(e.what()));
+  }
+}
+
+json read_json_file(const std::string& path) {
+  return parse_json_text(read_text_file(path, "config"), path);
+}
+
+static const char* type_name(const json& v) {
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer()) return "an integer (32-bit)";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "a list";
+  if (v.is_object()) return "an object";
+  return "null";
+}
+
+// Does `value` fit where `expected` (a default) stands? Integers may stand for floats, not back.
+static bool same_type(const json& expected, const json& value) {
+  if (expected.is_number_float()) return value.is_number();
+  if (expected.is_number_integer())  // and it must fit the int it is read into
+    return value.is_number_integer() && value.get<double>() >= INT32_MIN && value.get<double>() <= INT32_MAX;
+  if (expected.is_array()) {
+    if (!value.is_array()) return false;
+    for (const auto& item : value)  // the only list keys hold integers
+      if (!item.is_number_integer() || item.get<double>() < INT32_MIN || item.get<double>() > INT32_MAX) return false;
+    return true;
+  }
+  return expected.type() == value.type();
+}
+
+static void merge_at(json& base, const json& patch, const std::string& prefix, const std::string& where) {
+  if (!patch.is_object())
+    throw ConfigError(where + ": " + (prefix.empty() ? "the config" : prefix) + " must be an object, got " +
+                      type_name(patch));
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    if (!base.contains(it.key())) {
+      std::vector<std::string> known;
+      for (auto k = base.begin(); k != base.end(); ++k) known.push_back(k.key());
+      throw ConfigError(where + ": unknown key '" + key + "' (allowed here: " + join(known) + ")");
+    }
+    json& slot = base[it.key()];
+    if (slot.is_object()) {
+      merge_at(slot, it.value(), key, where);
+    } else {
+      if (!same_type(slot, it.value()))
+        throw ConfigError(where + ": " + key + " must be " + type_name(slot) +
+                          (slot.is_array() ? " of integers" : "") + ", got " + it.value().dump());
+      // Keep a float slot float, so a later override with a fraction still type-checks.
+      slot = slot.is_number_float() ? json(it.value().get<double>()) : it.value();
+    }
+  }
+}
+
+void merge_config(json& base, const json& patch, const std::string& where) { merge_at(base, patch, "", where); }
+
+static json load_layers(const std::string& path, std::set<std::string>& seen) {
+  std::string canonical = absolute_path(path);
+  if (seen.count(canonical)) throw ConfigError(path + ": \"extends\" forms a cycle");
+  seen.insert(canonical);
+  json file = read_json_file(path);
+  if (!file.is_object()) throw ConfigError(path + ": the config must be a JSON object");
+  json merged = default_config_json();
+  if (file.contains("extends")) {
+    if (!file["extends"].is_string()) throw ConfigError(path + ": extends must be a string (a config path)");
+    std::string parent = resolve_relative(path, file["extends"].get<std::string>());
+    merged = load_layers(parent, seen);
+    file.erase("extends");
+  }
+  // A data file named in a config is found relative to that config, wherever poslab runs from.
+  if (file.contains("data") && file["data"].is_object() && file["data"].contains("path") &&
+      file["data"]["path"].is_string() && !file["data"]["path"].get<std::string>().empty())
+    file["data"]["path"] = resolve_relative(path, file["data"]["path"].get<std::string>());
+  merge_config(merged, file, path);
+  return merged;
+}
+
+json load_config_json(const std::string& path) {
+  std::set<std::string> seen;
+  return load_layers(path, seen);
+}
+
+void apply_overrides(json& config, const std::vector<std::string>& overrides) {
+  for (const auto& item : overrides) {
+    auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ConfigError("--set " + item + ": expected key.path=value");
+    std::string path = item.substr(0, eq), text = item.substr(eq + 1);
+    json value;
+    try {
+      value = json::parse(text);
+    } catch (const json::exception&) {
+      value = text;  // bare words are strings: kind=rope
+    }
+    // Build {"a":{"b":value}} and merge it, so overrides get the same checks as files.
+    json patch = value;
+    std::stringstream parts(path);
+    std::vector<std::string> keys;
+    for (std::string k; std::getline(parts, k, '.');) keys.push_back(k);
+    for (auto k = keys.rbegin(); k != keys.rend(); ++k) patch = json{{*k, patch}};
+    merge_config(config, patch, "--set " + path);
+  }
+}
+
+// ---- typed view and value checks ----
+
+template <typename T>
+static T get(const json& j, const std::string& path) {
+  const json* node = &j;
+  std::stringstream parts(path);
+  for (std::string k; std::getline(parts, k, '.');) node = &node->at(k);
+  return node->get<T>();
+}
+
+static void require(bool ok, const std::string& key, const std::string& expected, const json& got) {
+  if (!ok) throw ConfigError(key + " must be " + expected + ", got " + got.dump());
+}
+
+static void one_of(const std::string& key, const std::string& value, const std::vector<std::string>& allowed,
+                   const std::string& what) {
+  if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
+    throw ConfigError(key + ": unknown " + what + " '" + value + "' (allowed: " + join(allowed) + ")");
+}
+
+Config config_from_json(const json& j) {
+  json full = default_config_json();
+  merge_config(full, j, "config");  // a run's config.json passes through the same checks
+  Config c;
+  c.seed = get<int>(full, "seed");
+  c.device = get<std::string>(full, "device");
+  one_of("device", c.device, {"auto", "cpu", "cuda"}, "device");
+
+  auto& d = c.data;
+  d.kind = get<std::string>(full, "data.kind");
+  d.task = get<std::string>(full, "data.task");
+  d.path = get<std::string>(full, "data.path");
+  d.min_len = get<int>(full, "data.min_len");
+  d.max_len = get<int>(full, "data.max_len");
+  d.symbols = get<int>(full, "data.symbols");
+  d.val_fraction = get<double>(full, "data.val_fraction");
+  one_of("data.kind", d.kind, {"task", "text"}, "data kind");
+  one_of("data.task", d.task, kTasks, "task");
+  if (d.kind == "text" && d.path.empty()) throw ConfigError("data.path must name a text file when data.kind is text");
+  require(d.min_len >= 1, "data.min_len", "at least 1", d.min_len);
+  require(d.max_len >= d.min_len, "data.max_len", ">= data.min_len (" + std::to_string(d.min_len) + ")", d.max_len);
+  require(d.symbols >= 2 && d.symbols <= 26, "data.symbols", "between 2 and 26", d.symbols);
+  require(d.val_fraction > 0 && d.val_fraction < 1, "data.val_fraction", "in (0, 1)", d.val_fraction);
+
+  auto& m = c.model;
+  m.n_layer = get<int>(full, "model.n_layer");
+  m.n_head = get<int>(full, "model.n_head");
+  m.n_embd = get<int>(full, "model.n_embd");
+  m.block_size = get<int>(full, "model.block_size");
+  m.dropout = get<double>(full, "model.dropout");
+  m.bias = get<bool>(full, "model.bias");
+  auto& pe = m.pos_encoding;
+  pe.kind = get<std::string>(full, "model.pos_encoding.kind");
+  pe.base = get<double>(full, "model.pos_encoding.base");
+  pe.scale = get<double>(full, "model.pos_encoding.scale");
+  pe.bits = get<int>(full, "model.pos_encoding.bits");
+  pe.signed_bits = get<bool>(full, "model.pos_encoding.signed");
+  require(m.n_layer > 0, "model.n_layer", "positive", m.n_layer);
+  require(m.n_head > 0, "model.n_head", "positive", m.n_head);
+  require(m.n_embd > 0, "model.n_embd", "positive", m.n_embd);
+  require(m.block_size > 0, "model.block_size", "positive", m.block_size);
+  require(m.n_embd % m.n_head == 0, "model.n_embd",
+          "divisible by model.n_head (" + std::to_string(m.n_head) + ")", m.n_embd);
+  require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout);
+  one_of("model.pos_encoding.kind", pe.kind, kEncodingKinds, "encoding");
+  if (pe.kind == "rope")
+    require((m.n_embd / m.n_head) % 2 == 0, "model.n_embd",
+            "such that the head size n_embd/n_head is even for rope (it rotates pairs)", m.n_embd);
+  if (pe.kind == "sinusoidal")
+    require(m.n_embd % 2 == 0, "model.n_embd", "even for sinusoidal (sin/cos pairs)", m.n_embd);
+  require(pe.base > 1, "model.pos_encoding.base", "> 1", pe.base);
+  require(pe.scale >= 0, "model.pos_encoding.scale", ">= 0 (0 = the kind's default)", pe.scale);
+  if (pe.kind == "binary")
+    require(pe.bits >= 1 && pe.bits <= std::min(30, m.n_embd), "model.pos_encoding.bits",
+            "between 1 and min(30, n_embd)", pe.bits);
+
+  auto& t = c.train;
+  t.max_iters = get<int>(full, "train.max_iters");
+  t.batch_size = get<int>(full, "train.batch_size");
+  t.learning_rate = get<double>(full, "train.learning_rate");
+  t.min_lr = get<double>(full, "train.min_lr");
+  t.warmup_iters = get<int>(full, "train.warmup_iters");
+  t.lr_decay_iters = get<int>(full, "train.lr_decay_iters");
+  t.weight_decay = get<double>(full, "train.weight_decay");
+  t.beta1 = get<double>(full, "train.beta1");
+  t.beta2 = get<double>(full, "train.beta2");
+  t.grad_clip = get<double>(full, "train.grad_clip");
+  t.eval_interval = get<int>(full, "train.eval_interval");
+  t.eval_iters = get<int>(full, "train.eval_iters");
+  t.log_interval = get<int>(full, "train.log_interval");
+  t.precision = get<std::string>(full, "train.precision");
+  t.threads = get<int>(full, "train.threads");
+  require(t.max_iters > 0, "train.max_iters", "positive", t.max_iters);
+  require(t.batch_size > 0, "train.batch_size", "positive", t.batch_size);
+  require(t.learning_rate > 0, "train.learning_rate", "positive", t.learning_rate);
+  require(t.min_lr >= 0 && t.min_lr <= t.learning_rate, "train.min_lr", "in [0, learning_rate]", t.min_lr);
+  require(t.warmup_iters >= 0, "train.warmup_iters", ">= 0", t.warmup_iters);
+  require(t.lr_decay_iters == 0 || t.lr_decay_iters >= t.warmup_iters, "train.lr_decay_iters",
+          "0 (= max_iters) or >= train.warmup_iters", t.lr_decay_iters);
+  require(t.weight_decay >= 0, "train.weight_decay", ">= 0", t.weight_decay);
+  require(t.beta1 >= 0 && t.beta1 < 1, "train.beta1", "in [0, 1)", t.beta1);
+  require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", "in [0, 1)", t.beta2);
+  require(t.grad_clip >= 0, "train.grad_clip", ">= 0 (0 turns clipping off)", t.grad_clip);
+  require(t.eval_interval > 0, "train.eval_interval", "positive", t.eval_interval);
+  require(t.eval_iters > 0, "train.eval_iters", "positive", t.eval_iters);
+  require(t.log_interval > 0, "train.log_interval", "positive", t.log_interval);
+  one_of("train.precision", t.precision, {"auto", "fp32", "bf16"}, "precision");
+  require(t.threads >= 0, "train.threads", ">= 0 (0 = default)", t.threads);
+
+  auto& e = c.eval;
+  e.lengths = get<std::vector<int>>(full, "eval.lengths");
+  e.batches = get<int>(full, "eval.batches");
+  e.batch_size = get<int>(full, "eval.batch_size");
+  e.stride = get<int>(full, "eval.stride");
+  for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
+  require(e.batches > 0, "eval.batches", "positive", e.batches);
+  require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);
+  require(e.stride >= 0, "eval.stride", ">= 0 (0 = half the eval length)", e.stride);
+  return c;
+}
+
+json config_to_json(const Config& c) {
+  const auto& pe = c.model.pos_encoding;
+  return json{
+      {"seed", c.seed},
+      {"device", c.device},
+      {"data",
+       {{"kind", c.data.kind}, {"task", c.data.task}, {"path", c.data.path}, {"min_len", c.data.min_len},
+        {"max_len", c.data.max_len}, {"symbols", c.data.symbols}, {"val_fraction", c.data.val_fraction}}},
+      {"model",
+       {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
+        {"block_size", c.model.block_size}, {"dropout", c.model.dropout}, {"bias", c.model.bias},
+        {"pos_encoding",
+         {{"kind", pe.kind}, {"base", pe.base}, {"scale", pe.scale}, {"bits", pe.bits}, {"signed", pe.signed_bits}}}}},
+      {"train",
+       {{"max_iters", c.train.max_iters}, {"batch_size", c.train.batch_size},
+        {"learning_rate", c.train.learning_rate}, {"min_lr", c.train.min_lr},
+        {"warmup_iters", c.train.warmup_iters}, {"lr_decay_iters", c.train.lr_decay_iters},
+        {"weight_decay", c.train.weight_decay}, {"beta1", c.train.beta1}, {"beta2", c.train.beta2},
+        {"grad_clip", c.train.grad_clip}, {"eval_interval", c.train.eval_interval},
+        {"eval_iters", c.train.eval_iters}, {"log_interval", c.train.log_interval},
+        {"precision", c.train.precision}, {"threads", c.train.threads}}},
+      {"eval",
+       {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
+        {"stride", c.eval.stride}}},
+  };
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  json j = load_config_json(path);
+  apply_overrides(j, overrides);
+  return config_from_json(j);
+}
+
+}  // namespace poslab

@@ -1,0 +1,102 @@
+// Typed configuration read by every stage, and its loader.
+// A config is built-in defaults <- the "extends" chain <- the file <- --set overrides; unknown
+// keys, wrong types and impossible values throw ConfigError naming the key path.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace poslab {
+
+// Bad input from the user (config, data file, checkpoint, CLI value): the CLI exits with status 2.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct PosEncodingConfig {
+  std::string kind = "learned";  // none|index|binary|sinusoidal|learned|rope|alibi
+  double base = 10000.0;         // sinusoidal, rope
+  double scale = 0.0;            // additive multiplier; 0 = the kind's default (see positional.h)
+  int bits = 16;                 // binary: number of low position bits written into the embedding
+  bool signed_bits = true;       // binary: bits as +-1 (true) or 0/1 (false); JSON key "signed"
+};
+
+struct ModelConfig {
+  int n_layer = 2;
+  int n_head = 4;
+  int n_embd = 64;
+  int block_size = 64;
+  double dropout = 0.0;
+  bool bias = false;
+  PosEncodingConfig pos_encoding;
+  int vocab_size = 0;  // not a config key: set from the corpus's tokenizer
+};
+
+struct DataConfig {
+  std::string kind = "task";  // task|text
+  std::string task = "copy";  // see data/README.md
+  std::string path;           // text: any UTF-8 file
+  int min_len = 1;            // task: items per training example, inclusive range
+  int max_len = 16;
+  int symbols = 16;           // task: size of the item alphabet (copy, reverse, sort, recall keys)
+  double val_fraction = 0.1;  // text: tail fraction held out for validation
+};
+
+struct TrainConfig {
+  int max_iters = 2000;
+  int batch_size = 32;
+  double learning_rate = 1e-3;
+  double min_lr = 1e-4;
+  int warmup_iters = 100;
+  int lr_decay_iters = 0;  // 0: decay over the whole run (max_iters)
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.99;
+  double grad_clip = 1.0;  // 0 turns clipping off
+  int eval_interval = 250;
+  int eval_iters = 20;
+  int log_interval = 50;
+  std::string precision = "auto";  // auto|fp32|bf16 (auto: bf16 where the hardware has it)
+  int threads = 0;                 // intra-op threads; 0 picks the measured default
+};
+
+struct EvalConfig {
+  std::vector<int> lengths;  // run at the end of training; tasks: items, text: tokens
+  int batches = 4;
+  int batch_size = 32;
+  int stride = 0;  // text sliding-window protocol; 0 = half the eval length
+};
+
+struct Config {
+  int seed = 1337;
+  std::string device = "auto";  // auto|cpu|cuda
+  DataConfig data;
+  ModelConfig model;
+  TrainConfig train;
+  EvalConfig eval;
+};
+
+extern const std::vector<std::string> kEncodingKinds;
+
+// The built-in defaults as JSON: the schema every file and override is checked against.
+const nlohmann::json& default_config_json();
+
+// Reads a JSON file, resolving "extends" (paths relative to the file), merged over the defaults.
+nlohmann::json load_config_json(const std::string& path);
+// Applies "a.b.c=value" overrides in order; the value is parsed as JSON, else taken as a string.
+void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides);
+// Strict merge of `patch` into `base` (unknown keys and wrong types throw); `where` names the source.
+void merge_config(nlohmann::json& base, const nlohmann::json& patch, const std::string& where);
+// Typed view + value validation. Throws ConfigError naming the key path.
+Config config_from_json(const nlohmann::json& config);
+nlohmann::json config_to_json(const Config& config);
+
+// Convenience: file + overrides -> validated config.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Parses a JSON text, turning a syntax error into a ConfigError with line and column.
+nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+nlohmann::json read_json_file(const std::string& path);
+
+}  // namespace poslab

@@ -1,0 +1,111 @@
+// Batching for synthetic tasks (right-padded, answer-only targets) and for text windows.
+#include "data/corpus.h"
+
+#include "data/tasks.h"
+#include "util/files.h"
+
+namespace poslab {
+
+static std::vector<std::string> task_symbols() {
+  std::vector<std::string> out;
+  for (char c : kTaskAlphabet) out.emplace_back(1, c);
+  return out;
+}
+
+TaskCorpus::TaskCorpus(const DataConfig& config) : config_(config) { tokenizer_ = CharTokenizer(task_symbols()); }
+
+Batch TaskCorpus::collate(const std::vector<Example>& examples) const {
+  int64_t T = 0;
+  for (const auto& e : examples) T = std::max<int64_t>(T, static_cast<int64_t>(e.text.size()) - 1);
+  const auto B = static_cast<int64_t>(examples.size());
+  const int64_t pad = tokenizer_.id("_");
+  auto x = torch::full({B, T}, pad, torch::kLong);
+  auto y = torch::full({B, T}, -1, torch::kLong);
+  auto xa = x.accessor<int64_t, 2>();
+  auto ya = y.accessor<int64_t, 2>();
+  for (int64_t b = 0; b < B; ++b) {
+    const auto& e = examples[b];
+    // Right padding: with a causal mask, pads after the example cannot influence it.
+    for (int64_t t = 0; t + 1 < static_cast<int64_t>(e.text.size()); ++t) {
+      xa[b][t] = tokenizer_.id(std::string(1, e.text[t]));
+      if (t + 1 >= e.score_from) ya[b][t] = tokenizer_.id(std::string(1, e.text[t + 1]));
+    }
+  }
+  return {x, y};
+}
+
+Batch TaskCorpus::batch(Split split, int batch_size, Rng& rng) const {
+  std::vector<Example> examples;
+  for (int b = 0; b < batch_size; ++b) {
+    int n = static_cast<int>(rng.between(config_.min_len, config_.max_len));
+    examples.push_back(make_example(config_.task, n, config_.symbols, rng));
+  }
+  return collate(examples);
+}
+
+Batch TaskCorpus::batch_at_length(int n, int batch_size, Rng& rng) const {
+  std::vector<Example> examples;
+  for (int b = 0; b < batch_size; ++b) examples.push_back(make_example(config_.task, n, config_.symbols, rng));
+  return collate(examples);
+}
+
+TextCorpus::TextCorpus(const DataConfig& config, int block_size) : block_size_(block_size) {
+  std::string text = read_text_file(config.path, "data.path");
+  tokenizer_ = CharTokenizer::from_text(text, "data.path " + config.path);
+  load(config, text);
+}
+
+TextCorpus::TextCorpus(const DataConfig& config, int block_size, const CharTokenizer& run_tokenizer)
+    : block_size_(block_size) {
+  tokenizer_ = run_tokenizer;
+  load(config, read_text_file(config.path, "data.path"));
+}
+
+void TextCorpus::load(const DataConfig& config, const std::string& text) {
+  const std::string source = "data.path " + config.path;
+  if (text.empty()) throw ConfigError(source + ": the file is empty");
+  auto ids = tokenizer_.encode(text, source);
+  const auto n = static_cast<int64_t>(ids.size());
+  const auto n_val = static_cast<int64_t>(n * config.val_fraction);
+  const int64_t need = block_size_ + 1;
+  if (n - n_val < need || n_val < need)
+    throw ConfigError(source + ": " + std::to_string(n) + " characters is too short: each split needs at least " +
+                      "block_size+1 = " + std::to_string(need) + " (validation gets " + std::to_string(n_val) + ")");
+  auto all = torch::tensor(ids, torch::kLong);
+  train_ = all.slice(0, 0, n - n_val);
+  val_ = all.slice(0, n - n_val, n);
+}
+
+Batch TextCorpus::batch(Split split, int batch_size, Rng& rng) const {
+  const auto& data = tokens(split);
+  const int64_t T = block_size_;
+  std::vector<int64_t> starts(batch_size);
+  for (auto& s : starts) s = rng.below(data.size(0) - T);
+  auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(T + 1, torch::kLong);  // (B, T+1)
+  auto windows = data.index({idx});
+  return {windows.slice(1, 0, T).contiguous(), windows.slice(1, 1, T + 1).contiguous()};
+}
+
+static void check_fits(const Config& config, const Corpus& corpus) {
+  if (!corpus.is_task()) return;
+  const int64_t need = corpus.tokens_at(config.data.max_len);
+  if (need > config.model.block_size)
+    throw ConfigError("data.max_len: " + config.data.task + " with " + std::to_string(config.data.max_len) +
+                      " items needs " + std::to_string(need) + " input tokens, but model.block_size is " +
+                      std::to_string(config.model.block_size));
+}
+
+std::unique_ptr<Corpus> make_corpus(const Config& config) {
+  std::unique_ptr<Corpus> corpus;
+  if (config.data.kind == "task") corpus = std::make_unique<TaskCorpus>(config.data);
+  else corpus = std::make_unique<TextCorpus>(config.data, config.model.block_size);
+  check_fits(config, *corpus);
+  return corpus;
+}
+
+std::unique_ptr<Corpus> make_corpus(const Config& config, const CharTokenizer& run_tokenizer) {
+  if (config.data.kind == "task") return make_corpus(config);
+  return std::make_unique<TextCorpus>(config.data, config.model.block_size, run_tokenizer);
+}
+
+}  // namespace poslab

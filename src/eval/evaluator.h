@@ -1,0 +1,33 @@
+// Length-extrapolation evaluation: loss, perplexity, token accuracy, exact match (tasks) and the
+// loss at every position, for each requested length. Lengths past what an encoding represents
+// are reported as "n/a: ..." and the other lengths still run.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+#include "model/gpt.h"
+#include "util/runtime.h"
+
+namespace poslab {
+
+// For evaluate_run, empty/zero fields take the run's eval config (and 1x,2x,4x,8x the training
+// length when that lists no lengths).
+struct EvalOptions {
+  std::vector<int> lengths;  // tasks: items per example; text: tokens per window
+  int batches = 0;
+  int batch_size = 0;
+  int stride = 0;            // text sliding window; 0 = half the length
+  int64_t memory_budget_bytes = int64_t{512} << 20;  // attention scores per sub-batch, split to fit
+};
+
+// Evaluates a model on a corpus; returns {"results": [...]} (see docs/eval.md for the fields).
+nlohmann::json evaluate(GPT& model, const Corpus& corpus, const Config& config, const EvalOptions& options,
+                        const Runtime& runtime);
+// Loads a run directory, evaluates, writes DIR/eval.json atomically and returns it.
+nlohmann::json evaluate_run(const std::string& dir, EvalOptions options);
+// A fixed-width table of an eval.json for the console.
+std::string format_eval_table(const nlohmann::json& eval);
+
+}  // namespace poslab

@@ -1,0 +1,45 @@
+// Experiments: a base config plus lists of values for any keys (a grid), run cell by cell as
+// ordinary run directories, then aggregated over seeds into one results table.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace poslab {
+
+struct Cell {
+  std::string name;         // e.g. "kind=rope_seed=1"
+  std::string group;        // the grid values except seed, e.g. "rope" or "rope, task=sort"
+  nlohmann::json settings;  // {"model.pos_encoding.kind": "rope", "seed": 1}
+  nlohmann::json config;    // the full resolved config of the cell
+  std::string error;        // set when the cell's config is invalid
+};
+
+struct Experiment {
+  std::string name, path, description;
+  nlohmann::json grid;                  // key -> list of values, in file order
+  std::vector<std::string> group_keys;  // grid keys other than "seed"
+  std::vector<Cell> cells;
+};
+
+// Reads an experiment file: {"name", "description", "base", "set": {key: value}, "grid": {key: [values]}}.
+// "base" is a config path relative to the experiment file. Throws ConfigError naming the key.
+Experiment load_experiment(const std::string& path);
+
+struct CompareOptions {
+  std::string out;
+  int jobs = 1;
+  std::string poslab_binary;  // the executable that trains a cell (normally this one)
+  std::string plot_script;    // scripts/plot_report.py; empty = do not plot
+};
+
+// Runs every cell (skipping finished ones, resuming interrupted ones), aggregates, writes
+// results.json / results.csv, and makes the plots and report. Returns the results.
+nlohmann::json run_experiment(const Experiment& experiment, const CompareOptions& options);
+// Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).
+nlohmann::json aggregate_results(const Experiment& experiment, const std::string& out);
+// The console table: one row per group, one column per length (exact match or loss), best marked.
+std::string format_results_table(const nlohmann::json& results);
+std::string results_csv(const nlohmann::json& results);
+
+}  // namespace poslab

@@ -1,0 +1,90 @@
+// Experiment files and grid expansion: the cartesian product of the grid's value lists, in file order.
+#include <filesystem>
+
+#include "config/config.h"
+#include "experiment/experiment.h"
+#include "util/files.h"
+
+namespace poslab {
+using nlohmann::json;
+
+static std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+static std::string short_key(const std::string& key, const json& grid) {
+  // The last path component names a key unless two grid keys share it.
+  auto last = key.substr(key.rfind('.') + 1);
+  int same = 0;
+  for (auto it = grid.begin(); it != grid.end(); ++it) same += it.key().substr(it.key().rfind('.') + 1) == last;
+  return same > 1 ? key : last;
+}
+
+Experiment load_experiment(const std::string& path) {
+  json file = read_json_file(path);
+  const std::string where = "experiment " + path;
+  if (!file.is_object()) throw ConfigError(where + ": expected a JSON object");
+  for (auto it = file.begin(); it != file.end(); ++it)
+    if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid")
+      throw ConfigError(where + ": unknown key '" + it.key() + "' (allowed: name, description, base, set, grid)");
+  if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
+  if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
+    throw ConfigError(where + ": grid must be an object of key -> list of values");
+  Experiment e;
+  e.path = path;
+  e.name = file.value("name", std::filesystem::path(path).stem().string());
+  e.description = file.value("description", "");
+  e.grid = file["grid"];
+  json base = load_config_json(resolve_relative(path, file["base"].get<std::string>()));
+  if (file.contains("set")) {
+    if (!file["set"].is_object()) throw ConfigError(where + ": set must be an object of key -> value");
+    std::vector<std::string> overrides;
+    for (auto it = file["set"].begin(); it != file["set"].end(); ++it) overrides.push_back(it.key() + "=" + it.value().dump());
+    apply_overrides(base, overrides);
+  }
+  // nlohmann::json sorts keys; the grid's order (which key varies slowest) is the file's.
+  std::vector<std::string> file_order;
+  auto ordered = nlohmann::ordered_json::parse(read_text_file(path, "experiment"));
+  for (auto it = ordered["grid"].begin(); it != ordered["grid"].end(); ++it) file_order.push_back(it.key());
+  std::vector<std::string> keys;
+  for (const auto& key : file_order) {
+    auto it = e.grid.find(key);
+    if (!it.value().is_array() || it.value().empty())
+      throw ConfigError(where + ": grid." + it.key() + " must be a non-empty list of values");
+    json probe = base;  // the key must exist in the config schema
+    apply_overrides(probe, {it.key() + "=" + it.value()[0].dump()});
+    keys.push_back(it.key());
+    if (it.key() != "seed") e.group_keys.push_back(it.key());
+  }
+  // Cartesian product, first key slowest, so cells of one encoding sit together.
+  std::vector<size_t> index(keys.size(), 0);
+  while (true) {
+    Cell cell;
+    json config = base;
+    std::vector<std::string> overrides;
+    std::string group;
+    for (size_t k = 0; k < keys.size(); ++k) {
+      const json& v = e.grid[keys[k]][index[k]];
+      cell.settings[keys[k]] = v;
+      overrides.push_back(keys[k] + "=" + v.dump());
+      cell.name += (cell.name.empty() ? "" : "_") + short_key(keys[k], e.grid) + "=" + value_text(v);
+      if (keys[k] != "seed") {
+        const bool only_key = e.group_keys.size() == 1;
+        group += (group.empty() ? "" : ", ") + (only_key ? value_text(v) : short_key(keys[k], e.grid) + "=" + value_text(v));
+      }
+    }
+    cell.group = group.empty() ? "all" : group;
+    try {
+      apply_overrides(config, overrides);
+      config_from_json(config);  // validate now; an invalid cell fails alone
+    } catch (const ConfigError& err) {
+      cell.error = err.what();
+    }
+    cell.config = config;
+    e.cells.push_back(cell);
+    size_t k = keys.size();
+    while (k > 0 && ++index[k - 1] == e.grid[keys[k - 1]].size()) index[--k] = 0;
+    if (k == 0) break;
+  }
+  return e;
+}
+
+}  // namespace poslab

@@ -1,0 +1,156 @@
+// Runs an experiment's cells as child `poslab train` processes (a crash fails one cell, not the
+// grid), skipping finished cells and resuming interrupted ones, with progress and an ETA.
+#include <fcntl.h>
+#include <spawn.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <thread>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "config/config.h"
+#include "experiment/experiment.h"
+#include "train/run_dir.h"
+#include "util/files.h"
+#include "util/progress.h"
+#include "util/signals.h"
+
+extern char** environ;
+
+namespace poslab {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+static std::string cell_dir(const std::string& out, const Cell& c) { return out + "/cells/" + c.name; }
+static std::string cell_log(const std::string& out, const Cell& c) { return out + "/logs/" + c.name + ".log"; }
+
+static bool cell_finished(const std::string& dir) {
+  RunPaths p{dir};
+  if (!file_exists(p.summary()) || !file_exists(p.eval())) return false;
+  try {
+    return read_json_file(p.summary()).value("status", "") == "done";
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
+static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::string& config_path) {
+  const std::string dir = cell_dir(o.out, c);
+  std::vector<std::string> args = {o.poslab_binary, "train"};
+  if (is_run_dir(dir)) args.insert(args.end(), {"--resume", dir});
+  else args.insert(args.end(), {"--config", config_path, "--out", dir});
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string log = cell_log(o.out, c);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, o.poslab_binary.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("cannot start " + o.poslab_binary + ": " + std::strerror(rc));
+  return pid;
+}
+
+// The error a failed cell printed: the last "poslab: ..." line of its log.
+static std::string last_error(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, found;
+  while (std::getline(in, line))
+    if (line.rfind("poslab: ", 0) == 0) found = line.substr(8);
+  return found.empty() ? "exited abnormally; see " + log : found;
+}
+
+json run_experiment(const Experiment& e, const CompareOptions& o) {
+  fs::create_directories(o.out + "/cells");
+  fs::create_directories(o.out + "/logs");
+  fs::create_directories(o.out + "/configs");
+  install_stop_handlers();
+  const int n = static_cast<int>(e.cells.size());
+  std::map<std::string, std::string> failures;  // cell name -> error
+  std::vector<int> todo;
+  for (int i = 0; i < n; ++i) {
+    const auto& c = e.cells[i];
+    if (!c.error.empty()) failures[c.name] = c.error;
+    else if (cell_finished(cell_dir(o.out, c))) spdlog::info("[{}/{}] {}: finished earlier, skipped", i + 1, n, c.name);
+    else todo.push_back(i);
+  }
+  const int threads_per_job = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, o.jobs));
+  std::map<pid_t, int> running;
+  std::map<pid_t, std::chrono::steady_clock::time_point> started;
+  const auto t0 = std::chrono::steady_clock::now();
+  int done = 0, next = 0;
+  const int total = static_cast<int>(todo.size());
+  double cell_seconds = 0;
+  while ((next < total && !stop_requested()) || !running.empty()) {
+    while (next < total && static_cast<int>(running.size()) < o.jobs && !stop_requested()) {
+      const auto& c = e.cells[todo[next]];
+      json config = c.config;
+      if (o.jobs > 1 && config["train"]["threads"] == 0) config["train"]["threads"] = threads_per_job;
+      const std::string config_path = o.out + "/configs/" + c.name + ".json";
+      write_file_atomic(config_path, config.dump(2) + "\n");
+      const bool resuming = is_run_dir(cell_dir(o.out, c));
+      pid_t pid = spawn_cell(o, c, config_path);
+      running[pid] = todo[next];
+      started[pid] = std::chrono::steady_clock::now();
+      const double eta = done > 0 ? cell_seconds / done * (total - done) / o.jobs : -1;
+      spdlog::info("[{}/{}] {} {} ({} left{}; log: {})", done + static_cast<int>(running.size()), total,
+                   resuming ? "resuming" : "running", c.name, total - next - 1,
+                   eta >= 0 ? ", ETA " + format_duration(eta) : "", cell_log(o.out, c));
+      ++next;
+    }
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const auto& c = e.cells[it->second];
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
+    cell_seconds += secs;
+    ++done;
+    const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) {
+      spdlog::info("[{}/{}] {} done in {} (elapsed {})", done, total, c.name, format_duration(secs),
+                   format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 130) {
+      spdlog::warn("[{}/{}] {} interrupted; re-run the same command to resume it", done, total, c.name);
+    } else {
+      failures[c.name] = last_error(cell_log(o.out, c));
+      spdlog::error("[{}/{}] {} failed: {}", done, total, c.name, failures[c.name]);
+    }
+    running.erase(it);
+  }
+  json results = aggregate_results(e, o.out);
+  for (auto& cell : results["cells"])
+    if (failures.count(cell["name"])) cell["status"] = "failed", cell["error"] = failures[cell["name"]];
+  write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
+  write_file_atomic(o.out + "/results.csv", results_csv(results));
+  std::cout << "\n" << format_results_table(results);
+  if (stop_requested()) {
+    spdlog::warn("interrupted: re-run the same command to finish the remaining cells");
+    return results;
+  }
+  if (!o.plot_script.empty()) {
+    const char* py = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+    const std::string cmd = std::string(py) + " '" + o.plot_script + "' '" + o.out + "'";
+    if (std::system(cmd.c_str()) != 0)
+      spdlog::warn("plots skipped: {} failed (needs python3-matplotlib); re-run it on {} later", o.plot_script, o.out);
+    else
+      spdlog::info("report: {}/report.html (and report.md)", o.out);
+  }
+  return results;
+}
+
+}  // namespace poslab

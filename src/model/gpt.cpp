@@ -1,0 +1,142 @@
+// GPT forward pass, top to bottom: embed, blocks (attention + MLP), final norm, tied head.
+#include "model/gpt.h"
+
+#include <cmath>
+#include <limits>
+
+namespace poslab {
+namespace F = torch::nn::functional;
+
+LayerNormImpl::LayerNormImpl(int64_t n_embd, bool with_bias) {
+  weight = register_parameter("weight", torch::ones({n_embd}));
+  if (with_bias) bias = register_parameter("bias", torch::zeros({n_embd}));
+}
+
+torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
+  return torch::layer_norm(x, {weight.size(0)}, weight, bias, /*eps=*/1e-5);
+}
+
+CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImpl> p)
+    : n_head(c.n_head), dropout(c.dropout), pos(std::move(p)) {
+  // One fused projection for q, k and v: one matmul instead of three.
+  c_attn = register_module("c_attn", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, 3 * c.n_embd).bias(c.bias)));
+  c_proj = register_module("c_proj", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, c.n_embd).bias(c.bias)));
+  resid_dropout = register_module("resid_dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
+                                               const torch::Tensor& attn_bias, bool causal_only) {
+  const auto B = x.size(0), T = x.size(1), C = x.size(2);
+  auto qkv = c_attn(x).split(C, /*dim=*/2);
+  auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
+  auto k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
+  auto v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
+  std::tie(q, k) = pos->rotate(q, k, positions);
+  const double p_drop = is_training() ? dropout : 0.0;
+  torch::Tensor y;
+#if TORCH_VERSION_MAJOR >= 2
+  // Fused kernels: flash attention when only the causal mask applies, else an additive mask.
+  if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
+  else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
+#else
+  const double scale = 1.0 / std::sqrt(static_cast<double>(k.size(-1)));
+  torch::Tensor att;  // (B, H, T, T)
+  if (causal_only && q.scalar_type() == attn_bias.scalar_type()) {
+    // One GEMM computes scale * q k^T + mask: no separate passes over the (T, T) scores.
+    const auto hs = q.size(-1);
+    att = torch::baddbmm(attn_bias, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T, hs}).transpose(1, 2),
+                         /*beta=*/1.0, /*alpha=*/scale)
+              .view({B, n_head, T, T});
+  } else {
+    att = torch::matmul(q, k.transpose(-2, -1)) * scale + attn_bias;
+  }
+  att = torch::softmax(att, /*dim=*/-1);
+  if (p_drop > 0) att = F::dropout(att, F::DropoutFuncOptions().p(p_drop).training(true));
+  y = torch::matmul(att.to(v.scalar_type()), v);  // (B, H, T, hs)
+#endif
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  return resid_dropout(c_proj(y));
+}
+
+MLPImpl::MLPImpl(const ModelConfig& c) {
+  c_fc = register_module("c_fc", torch::nn::Linear(torch::nn::LinearOptions(c.n_embd, 4 * c.n_embd).bias(c.bias)));
+  c_proj = register_module("c_proj", torch::nn::Linear(torch::nn::LinearOptions(4 * c.n_embd, c.n_embd).bias(c.bias)));
+  dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
+}
+
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return dropout(c_proj(torch::gelu(c_fc(x)))); }
+
+BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImpl> pos) {
+  ln_1 = register_module("ln_1", LayerNorm(c.n_embd, c.bias));
+  attn = register_module("attn", CausalSelfAttention(c, std::move(pos)));
+  ln_2 = register_module("ln_2", LayerNorm(c.n_embd, c.bias));
+  mlp = register_module("mlp", MLP(c));
+}
+
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
+                                 bool causal_only) {
+  auto h = x + attn(ln_1(x), positions, attn_bias, causal_only);
+  return h + mlp(ln_2(h));
+}
+
+GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
+  wte = register_module("wte", torch::nn::Embedding(c.vocab_size, c.n_embd));
+  pos = register_module("pos", make_positional({c.pos_encoding, c.n_embd, c.n_head, c.block_size}));
+  drop = register_module("drop", torch::nn::Dropout(c.dropout));
+  h = register_module("h", torch::nn::ModuleList());
+  for (int i = 0; i < c.n_layer; ++i) h->push_back(Block(c, pos));
+  ln_f = register_module("ln_f", LayerNorm(c.n_embd, c.bias));
+
+  // nanoGPT's init: N(0, 0.02), residual projections scaled by 1/sqrt(2 * n_layer).
+  torch::NoGradGuard no_grad;
+  for (auto& item : named_parameters()) {
+    const auto& name = item.key();
+    auto& p = item.value();
+    if (name.rfind("pos.", 0) == 0) continue;  // the encoding initialises its own parameters
+    if (p.dim() == 2) {
+      const bool residual = name.size() >= 13 && name.compare(name.size() - 13, 13, "c_proj.weight") == 0;
+      p.normal_(0.0, residual ? 0.02 / std::sqrt(2.0 * c.n_layer) : 0.02);
+    } else if (name.size() >= 4 && name.compare(name.size() - 4, 4, "bias") == 0) {
+      p.zero_();
+    }
+  }
+}
+
+const torch::Tensor& GPTImpl::attention_bias(int64_t T, const torch::Device& device) {
+  if (!bias_cache_.defined() || bias_cache_.size(-1) != T || bias_cache_.device() != device) {
+    auto mask = torch::full({T, T}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(device))
+                    .triu(/*diagonal=*/1);  // (T, T): 0 on and below the diagonal
+    auto b = pos->bias(T, T, device);       // (H, T, T) or undefined
+    bias_cache_ = b.defined() ? b + mask : mask;
+  }
+  return bias_cache_;
+}
+
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
+  const auto T = idx.size(1);
+  pos->check_length(T);
+  auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  auto x = drop(pos->embed(wte(idx), positions));  // (B, T, C)
+  const auto& attn_bias = attention_bias(T, idx.device());
+  const bool causal_only = attn_bias.dim() == 2;
+  for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, attn_bias, causal_only);
+  x = ln_f(x);
+  return F::linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
+}
+
+torch::Tensor GPTImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
+                          F::CrossEntropyFuncOptions().ignore_index(-1));
+}
+
+int64_t GPTImpl::num_params() const {
+  int64_t n = 0;
+  for (const auto& p : parameters()) n += p.numel();
+  return n;
+}
+
+bool GPTImpl::decays(const std::string& name, const torch::Tensor& p) const {
+  return p.dim() >= 2 && name.rfind("wte.", 0) != 0 && name.rfind("pos.", 0) != 0;
+}
+
+}  // namespace poslab

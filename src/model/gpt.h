@@ -1,0 +1,77 @@
+// The GPT: pre-LayerNorm decoder-only transformer (nanoGPT's shape), with position entering
+// only through the shared PositionalEncoding strategy. Parameter names (for model.pt):
+//   wte.weight, pos.weight (learned only), h.{i}.ln_1.weight, h.{i}.attn.c_attn.weight,
+//   h.{i}.attn.c_proj.weight, h.{i}.ln_2.weight, h.{i}.mlp.c_fc.weight, h.{i}.mlp.c_proj.weight,
+//   ln_f.weight, and a matching .bias for each Linear and LayerNorm when model.bias is true.
+#pragma once
+#include <torch/torch.h>
+
+#include "config/config.h"
+#include "model/positional/positional.h"
+
+namespace poslab {
+
+// LayerNorm with an optional bias (LibTorch 1.13's LayerNorm has no bias-free option).
+struct LayerNormImpl : torch::nn::Module {
+  LayerNormImpl(int64_t n_embd, bool bias);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor weight, bias;
+};
+TORCH_MODULE(LayerNorm);
+
+struct CausalSelfAttentionImpl : torch::nn::Module {
+  CausalSelfAttentionImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
+  // x (B, T, C); attn_bias: additive logits (T, T) or (H, T, T), the causal mask included.
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
+                        bool causal_only);
+  torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
+  torch::nn::Dropout resid_dropout{nullptr};
+  int64_t n_head;
+  double dropout;
+  std::shared_ptr<PositionalEncodingImpl> pos;  // shared with the model, deliberately not registered here
+};
+TORCH_MODULE(CausalSelfAttention);
+
+struct MLPImpl : torch::nn::Module {
+  MLPImpl(const ModelConfig& config);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear c_fc{nullptr}, c_proj{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(MLP);
+
+struct BlockImpl : torch::nn::Module {
+  BlockImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
+                        bool causal_only);
+  LayerNorm ln_1{nullptr}, ln_2{nullptr};
+  CausalSelfAttention attn{nullptr};
+  MLP mlp{nullptr};
+};
+TORCH_MODULE(Block);
+
+struct GPTImpl : torch::nn::Module {
+  explicit GPTImpl(const ModelConfig& config);
+  // idx (B, T) int64 -> logits (B, T, vocab). Throws PositionLimitError past the encoding's range.
+  torch::Tensor forward(const torch::Tensor& idx);
+  // Mean cross-entropy over targets != -1.
+  static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets);
+  int64_t num_params() const;
+  // Parameters that get weight decay: matrices of Linear layers, not biases, norms or embeddings.
+  bool decays(const std::string& name, const torch::Tensor& p) const;
+
+  ModelConfig config;
+  torch::nn::Embedding wte{nullptr};
+  torch::nn::Dropout drop{nullptr};
+  torch::nn::ModuleList h{nullptr};
+  LayerNorm ln_f{nullptr};
+  std::shared_ptr<PositionalEncodingImpl> pos;  // registered once, here, as "pos"
+
+ private:
+  // Causal mask plus the encoding's bias, built once per (T, device).
+  const torch::Tensor& attention_bias(int64_t T, const torch::Device& device);
+  torch::Tensor bias_cache_;
+};
+TORCH_MODULE(GPT);
+
+}  // namespace poslab

@@ -1,0 +1,165 @@
+// Checkpoints: one torch archive per run, written to a temp file, fsynced and renamed into place,
+// so a kill at any moment leaves the previous checkpoint intact.
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "train/run_dir.h"
+#include "util/files.h"
+
+namespace poslab {
+
+static const int64_t kCheckpointVersion = 1;
+
+// The torch archive travels inside a small frame: magic, payload length and a FNV-1a hash. A
+// truncated or damaged file is refused before LibTorch parses it: fuzzing showed that LibTorch
+// 1.13's archive reader can segfault on a damaged file instead of throwing.
+static const char kMagic[8] = {'P', 'O', 'S', 'L', 'A', 'B', 'C', 'K'};
+static const size_t kHeaderSize = sizeof(kMagic) + 2 * sizeof(uint64_t);
+
+static uint64_t fnv1a(const char* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < size; ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 0x100000001b3ULL;
+  return h;
+}
+
+static std::string frame_checkpoint(const std::string& payload) {
+  std::string out(kMagic, sizeof(kMagic));
+  const uint64_t size = payload.size(), hash = fnv1a(payload.data(), payload.size());
+  out.append(reinterpret_cast<const char*>(&size), sizeof(size));
+  out.append(reinterpret_cast<const char*>(&hash), sizeof(hash));
+  return out + payload;
+}
+
+// Returns the archive bytes of a framed checkpoint, or throws ConfigError saying what is wrong.
+static std::string unframe_checkpoint(const std::string& file, const std::string& path) {
+  const std::string bad = "checkpoint " + path + ": truncated or corrupt";
+  if (file.size() < kHeaderSize || file.compare(0, sizeof(kMagic), kMagic, sizeof(kMagic)) != 0)
+    throw ConfigError(bad + " (no poslab checkpoint header)");
+  uint64_t size = 0, hash = 0;
+  std::memcpy(&size, file.data() + sizeof(kMagic), sizeof(size));
+  std::memcpy(&hash, file.data() + sizeof(kMagic) + sizeof(size), sizeof(hash));
+  if (file.size() - kHeaderSize != size)
+    throw ConfigError(bad + " (" + std::to_string(file.size() - kHeaderSize) + " bytes of data, the header says " +
+                      std::to_string(size) + ")");
+  if (fnv1a(file.data() + kHeaderSize, size) != hash) throw ConfigError(bad + " (checksum mismatch)");
+  return file.substr(kHeaderSize);
+}
+
+void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer& optimizer, const TrainState& s,
+                     const nlohmann::json& config) {
+  torch::serialize::OutputArchive archive;
+  archive.write("version", c10::IValue(kCheckpointVersion));
+  archive.write("config", c10::IValue(config.dump()));
+  for (const auto& p : model->named_parameters()) archive.write("model." + p.key(), p.value().detach().cpu());
+  torch::serialize::OutputArchive opt;
+  optimizer.save(opt);
+  archive.write("optimizer", opt);
+  archive.write("step", c10::IValue(s.step));
+  archive.write("data_rng", c10::IValue(static_cast<int64_t>(s.data_rng)));
+  archive.write("best_val_loss", c10::IValue(s.has_best ? s.best_val_loss : NAN));
+  archive.write("train_seconds", c10::IValue(s.train_seconds));
+  archive.write("tokens", c10::IValue(s.tokens));
+  archive.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
+  std::ostringstream payload;
+  archive.save_to(payload);
+  write_file_atomic(path, frame_checkpoint(payload.str()));
+}
+
+template <typename T>
+static T read_value(torch::serialize::InputArchive& a, const std::string& key, const std::string& path) {
+  c10::IValue v;
+  if (!a.try_read(key, v)) throw ConfigError("checkpoint " + path + ": missing '" + key + "' (not a poslab checkpoint?)");
+  return v.to<T>();
+}
+
+TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer* optimizer) {
+  if (!file_exists(path)) throw ConfigError("checkpoint " + path + ": no such file");
+  const std::string payload = unframe_checkpoint(read_text_file(path, "checkpoint"), path);
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(payload.data(), payload.size());
+  } catch (const std::exception& e) {  // c10::Error, and whatever else the zip reader throws
+    throw ConfigError("checkpoint " + path + ": truncated or corrupt (cannot be read as a torch archive)");
+  }
+  TrainState s;
+  try {
+    if (read_value<int64_t>(archive, "version", path) != kCheckpointVersion)
+      throw ConfigError("checkpoint " + path + ": unsupported version");
+    auto saved = nlohmann::json::parse(read_value<std::string>(archive, "config", path));
+    const auto& want = model->config;
+    const std::string saved_kind = saved["model"]["pos_encoding"]["kind"];
+    if (saved_kind != want.pos_encoding.kind)
+      throw ConfigError("checkpoint " + path + ": trained with encoding '" + saved_kind + "', but the config asks for '" +
+                        want.pos_encoding.kind + "'");
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->named_parameters()) {
+      torch::Tensor t;
+      if (!archive.try_read("model." + p.key(), t))
+        throw ConfigError("checkpoint " + path + ": has no parameter '" + p.key() + "' (another model shape?)");
+      if (t.sizes() != p.value().sizes())
+        throw ConfigError("checkpoint " + path + ": parameter '" + p.key() + "' has shape " + c10::str(t.sizes()) +
+                          " but the model expects " + c10::str(p.value().sizes()) + " (another model shape?)");
+      p.value().copy_(t);
+    }
+    if (optimizer) {
+      torch::serialize::InputArchive opt;
+      archive.read("optimizer", opt);
+      optimizer->load(opt);
+      // Optimizer state loads on the CPU; keep it beside the parameters.
+      const auto device = model->parameters().front().device();
+      for (auto& item : optimizer->state()) {
+        auto& st = static_cast<torch::optim::AdamWParamState&>(*item.second);
+        st.exp_avg(st.exp_avg().to(device));
+        st.exp_avg_sq(st.exp_avg_sq().to(device));
+      }
+    }
+    s.step = read_value<int64_t>(archive, "step", path);
+    s.data_rng = static_cast<uint64_t>(read_value<int64_t>(archive, "data_rng", path));
+    s.best_val_loss = read_value<double>(archive, "best_val_loss", path);
+    s.has_best = !std::isnan(s.best_val_loss);
+    s.train_seconds = read_value<double>(archive, "train_seconds", path);
+    s.tokens = read_value<int64_t>(archive, "tokens", path);
+    torch::Tensor rng;
+    archive.read("torch_rng", rng);
+    auto generator = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
+    generator.set_state(rng);
+  } catch (const c10::Error& e) {
+    throw ConfigError("checkpoint " + path + ": corrupt or incompatible (" +
+                      std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("checkpoint " + path + ": its stored config is corrupt");
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError("checkpoint " + path + ": corrupt or incompatible (" + std::string(e.what()).substr(0, 200) + ")");
+  }
+  return s;
+}
+
+void save_weights(const std::string& path, GPT& model) {
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& p : model->named_parameters()) dict.insert(p.key(), p.value().detach().cpu().contiguous());
+  write_file_atomic(path, torch::pickle_save(dict));
+}
+
+bool is_run_dir(const std::string& dir) { return file_exists(RunPaths{dir}.config()); }
+
+LoadedRun load_run(const std::string& dir) {
+  RunPaths paths{dir};
+  if (!is_run_dir(dir)) throw ConfigError("run " + dir + ": no run here (config.json is missing)");
+  LoadedRun run;
+  run.config = config_from_json(read_json_file(paths.config()));
+  run.tokenizer = CharTokenizer::from_json(read_json_file(paths.vocab()));
+  run.config.model.vocab_size = static_cast<int>(run.tokenizer.size());
+  run.model = GPT(run.config.model);
+  if (!file_exists(paths.checkpoint()))
+    throw ConfigError("run " + dir + ": no checkpoint.pt yet (the run stopped before its first checkpoint)");
+  run.state = load_checkpoint(paths.checkpoint(), run.model, nullptr);
+  run.model->eval();
+  return run;
+}
+
+}  // namespace poslab

@@ -1,0 +1,55 @@
+// A run directory and what it holds: config.json (resolved), vocab.json, checkpoint.pt
+// (model + optimizer + step + RNG + config, written atomically), model.pt (name -> tensor dict
+// for Python's torch.load), metrics.jsonl, summary.json, eval.json, train.log.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+
+#include "config/config.h"
+#include "data/tokenizer.h"
+#include "model/gpt.h"
+
+namespace poslab {
+
+struct RunPaths {
+  std::string dir;
+  std::string config() const { return dir + "/config.json"; }
+  std::string vocab() const { return dir + "/vocab.json"; }
+  std::string checkpoint() const { return dir + "/checkpoint.pt"; }
+  std::string weights() const { return dir + "/model.pt"; }
+  std::string metrics() const { return dir + "/metrics.jsonl"; }
+  std::string summary() const { return dir + "/summary.json"; }
+  std::string eval() const { return dir + "/eval.json"; }
+};
+
+// Training state restored on resume, besides the model and optimizer.
+struct TrainState {
+  int64_t step = 0;          // the next step to run
+  uint64_t data_rng = 0;     // Rng::state of the training batch stream
+  double best_val_loss = 0;  // NaN-free only after the first evaluation
+  bool has_best = false;
+  double train_seconds = 0;  // wall time spent training before this process
+  int64_t tokens = 0;        // tokens trained on before this process
+};
+
+void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer& optimizer, const TrainState& state,
+                     const nlohmann::json& config);
+// Loads weights (and optimizer state when given) into an already-built model; returns the state.
+// Throws ConfigError naming the file for truncated/corrupt files and for mismatched models.
+TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer* optimizer);
+// model.pt: a plain name -> tensor dict (torch::pickle_save), readable by Python's torch.load.
+void save_weights(const std::string& path, GPT& model);
+
+// A finished or interrupted run, loaded for evaluation or sampling.
+struct LoadedRun {
+  Config config;
+  CharTokenizer tokenizer;
+  GPT model{nullptr};
+  TrainState state;
+};
+LoadedRun load_run(const std::string& dir);
+bool is_run_dir(const std::string& dir);
+
+}  // namespace poslab

@@ -1,0 +1,255 @@
+// Training loop. State that decides the losses (weights, optimizer moments, step, data RNG and
+// torch RNG) lives in the checkpoint, so a resumed run logs the same losses as an unbroken one.
+#include "train/trainer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "data/corpus.h"
+#include "model/gpt.h"
+#include "train/run_dir.h"
+#include "train/schedule.h"
+#include "util/files.h"
+#include "util/progress.h"
+#include "util/runtime.h"
+#include "util/signals.h"
+
+namespace poslab {
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+static uint64_t val_seed(const Config& c) { return static_cast<uint64_t>(c.seed) ^ 0x5EEDFACEULL; }
+
+std::unique_ptr<torch::optim::AdamW> make_optimizer(GPT& model, const TrainConfig& t) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (const auto& p : model->named_parameters()) (model->decays(p.key(), p.value()) ? decay : no_decay).push_back(p.value());
+  auto options = torch::optim::AdamWOptions(t.learning_rate).betas({t.beta1, t.beta2}).weight_decay(t.weight_decay);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(options));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(
+                                    torch::optim::AdamWOptions(options).weight_decay(0.0)));
+  return std::make_unique<torch::optim::AdamW>(std::move(groups), options);
+}
+
+torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double lr, double grad_clip,
+                         const Runtime& rt) {
+  for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
+  auto x = batch.x.to(rt.device), y = batch.y.to(rt.device);
+  torch::Tensor loss;
+  {
+    AutocastGuard autocast(rt);  // forward only: backward runs outside autocast, as in PyTorch
+    loss = GPTImpl::loss(model->forward(x), y);
+  }
+  // Gradients set to none, not zeroed: backward then writes them instead of accumulating into them.
+  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+  loss.backward();
+  if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), grad_clip);
+  optimizer.step();
+  return loss;
+}
+
+// Mean validation loss over a fixed set of batches: the same batches at every evaluation, drawn
+// from their own RNG so that evaluating never moves the training stream.
+static double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& c, const Runtime& rt) {
+  torch::InferenceMode guard;
+  model->eval();
+  Rng rng(val_seed(c));
+  double total = 0;
+  for (int i = 0; i < c.train.eval_iters; ++i) {
+    auto batch = corpus.batch(Split::Val, c.train.batch_size, rng);
+    AutocastGuard autocast(rt);
+    auto logits = model->forward(batch.x.to(rt.device));
+    total += GPTImpl::loss(logits, batch.y.to(rt.device)).item<double>();
+  }
+  model->train();
+  return total / c.train.eval_iters;
+}
+
+// Keeps metrics.jsonl consistent with a checkpoint: lines past the resumed step are dropped.
+static void truncate_metrics(const std::string& path, int64_t step) {
+  if (!file_exists(path)) return;
+  std::ifstream in(path);
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    try {
+      if (json::parse(line).value("step", int64_t{0}) < step) kept += line + "\n";
+    } catch (const json::exception&) {
+      // a line cut by a kill -9 is dropped
+    }
+  }
+  write_file_atomic(path, kept);
+}
+
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path) : out_(path, std::ios::app) {}
+  void write(const json& row) {
+    out_ << row.dump() << "\n";
+    out_.flush();
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& dir, GPT& model,
+                            torch::optim::AdamW& optimizer, TrainState state, const Runtime& rt, int64_t stop_at) {
+  RunPaths paths{dir};
+  const json config_json = config_to_json(c);
+  truncate_metrics(paths.metrics(), state.step);
+  MetricsWriter metrics(paths.metrics());
+  Rng data_rng(0);
+  data_rng.state = state.data_rng;
+  const auto t = c.train;
+  const int64_t params = model->num_params();
+  double last_val = NAN;
+  std::string status = "done", error;
+
+  auto write_summary = [&](double seconds) {
+    json s = {{"status", status},
+              {"step", state.step},
+              {"max_iters", t.max_iters},
+              {"params", params},
+              {"final_val_loss", std::isnan(last_val) ? json(nullptr) : json(last_val)},
+              {"best_val_loss", state.has_best ? json(state.best_val_loss) : json(nullptr)},
+              {"tokens_per_s", seconds > 0 ? state.tokens / seconds : 0.0},
+              {"wall_s", seconds},
+              {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
+              {"precision", rt.bf16 ? "bf16" : "fp32"},
+              {"threads", rt.threads}};
+    if (!error.empty()) s["error"] = error;
+    write_file_atomic(paths.summary(), s.dump(2) + "\n");
+    return s;
+  };
+
+  spdlog::info("run {}: {} params, {} encoding, {}", dir, params, c.model.pos_encoding.kind, rt.describe());
+  if (state.step > 0) spdlog::info("resuming at step {}/{}", state.step, t.max_iters);
+  const auto start = Clock::now();
+  const double prior_seconds = state.train_seconds;
+  auto elapsed = [&] { return prior_seconds + std::chrono::duration<double>(Clock::now() - start).count(); };
+  auto window_start = Clock::now();
+  int64_t window_tokens = 0;
+  const int64_t first_step = state.step;
+  auto checkpoint = [&] {
+    state.data_rng = data_rng.state;
+    state.train_seconds = elapsed();
+    save_checkpoint(paths.checkpoint(), model, optimizer, state, config_json);
+  };
+  auto check_finite = [&](const char* what, double value, int64_t step) {
+    if (std::isfinite(value)) return;
+    status = "failed";
+    error = std::string(what) + " loss is " + std::to_string(value) + " at step " + std::to_string(step);
+    write_summary(elapsed());
+    throw DivergenceError(error + "; the last good checkpoint is kept in " + paths.checkpoint());
+  };
+  model->train();
+
+  while (true) {
+    const int64_t step = state.step;
+    const bool last = step >= t.max_iters;
+    if (step % t.eval_interval == 0 || last) {
+      last_val = estimate_val_loss(model, corpus, c, rt);
+      check_finite("validation", last_val, step);
+      if (!state.has_best || last_val < state.best_val_loss) state.best_val_loss = last_val, state.has_best = true;
+      metrics.write({{"step", step}, {"val_loss", last_val}});
+      spdlog::info("step {:>6}/{} | val {:.4f} | best {:.4f}", step, t.max_iters, last_val, state.best_val_loss);
+      checkpoint();
+    }
+    if (last) break;
+    if (stop_requested() || (stop_at > 0 && step >= stop_at)) {
+      checkpoint();
+      status = "interrupted";
+      json s = write_summary(elapsed());
+      spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}", step, dir);
+      return {status, s, c};
+    }
+
+    const double lr = learning_rate_at(t, step);
+    auto batch = corpus.batch(Split::Train, t.batch_size, data_rng);
+    auto loss = train_step(model, optimizer, batch, lr, t.grad_clip, rt);
+    state.step += 1;
+    state.tokens += batch.x.numel();
+    window_tokens += batch.x.numel();
+
+    // On CUDA, reading the loss syncs the device: only at log steps. On CPU it is free.
+    if (step % t.log_interval == 0 || rt.device.is_cpu()) {
+      const double value = loss.item<double>();
+      check_finite("training", value, step);
+      if (step % t.log_interval == 0) {
+        const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+        const double tok_s = window_s > 0 ? window_tokens / window_s : 0;
+        const double per_step = std::chrono::duration<double>(Clock::now() - start).count() /
+                                std::max<int64_t>(1, state.step - first_step);
+        metrics.write({{"step", step}, {"train_loss", value}, {"lr", lr}, {"tokens_per_s", tok_s}});
+        spdlog::info("step {:>6}/{} | train {:.4f} | lr {:.2e} | {} tok/s | ETA {}", step, t.max_iters, value, lr,
+                     format_rate(tok_s), format_duration(per_step * (t.max_iters - state.step)));
+        window_start = Clock::now();
+        window_tokens = 0;
+      }
+    }
+  }
+  save_weights(paths.weights(), model);
+  json s = write_summary(elapsed());
+  spdlog::info("done: val {:.4f}, best {:.4f}, {} tok/s, {}", last_val, state.best_val_loss,
+               format_rate(s["tokens_per_s"].get<double>()), format_duration(elapsed()));
+  return {status, s, c};
+}
+
+// What a run needs besides its directory: built identically for new and resumed runs, so that
+// the initial weights and RNG stream of a resumed run match the original before loading.
+struct Session {
+  Config config;
+  std::unique_ptr<Corpus> corpus;
+  Runtime runtime;
+  GPT model{nullptr};
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  TrainState state;
+};
+
+static Session make_session(Config c, std::unique_ptr<Corpus> corpus) {
+  Session s;
+  c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+  s.runtime = make_runtime(c);
+  torch::manual_seed(c.seed);
+  s.model = GPT(c.model);
+  s.model->to(s.runtime.device);
+  s.optimizer = make_optimizer(s.model, c.train);
+  s.state.data_rng = Rng(static_cast<uint64_t>(c.seed)).state;
+  s.config = c;
+  s.corpus = std::move(corpus);
+  return s;
+}
+
+static TrainResult run_session(Session& s, const std::string& dir, int64_t stop_at) {
+  return run_loop(s.config, *s.corpus, dir, s.model, *s.optimizer, s.state, s.runtime, stop_at);
+}
+
+TrainResult train_new(Config c, const std::string& dir, int64_t stop_at) {
+  if (is_run_dir(dir))
+    throw ConfigError("--out " + dir + ": already holds a run; continue it with `poslab train --resume " + dir +
+                      "` or pick another --out");
+  Session s = make_session(c, make_corpus(c));
+  // Everything is valid: only now does the run directory appear.
+  fs::create_directories(dir);
+  RunPaths paths{dir};
+  write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
+  write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
+  return run_session(s, dir, stop_at);
+}
+
+TrainResult train_resume(const std::string& dir, int64_t stop_at) {
+  RunPaths paths{dir};
+  if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": no run here (config.json is missing)");
+  Config c = config_from_json(read_json_file(paths.config()));
+  auto tokenizer = CharTokenizer::from_json(read_json_file(paths.vocab()));
+  Session s = make_session(c, make_corpus(c, tokenizer));
+  if (file_exists(paths.checkpoint())) s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
+  return run_session(s, dir, stop_at);
+}
+
+}  // namespace poslab

@@ -1,0 +1,39 @@
+// The training loop: AdamW (decay on matrices only), warmup + cosine LR, gradient clipping,
+// periodic validation and atomic checkpoints, metrics.jsonl and summary.json in the run directory.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config/config.h"
+#include "data/corpus.h"
+#include "model/gpt.h"
+#include "util/runtime.h"
+
+namespace poslab {
+
+struct TrainResult {
+  std::string status;  // done | interrupted | failed
+  nlohmann::json summary;
+  Config config;  // the run's resolved config
+};
+
+// Raised when the loss turns NaN or Inf: the run is marked failed, its last checkpoint kept.
+struct DivergenceError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// AdamW with two groups: weight decay on the model's decaying matrices, none on the rest.
+std::unique_ptr<torch::optim::AdamW> make_optimizer(GPT& model, const TrainConfig& train);
+// One optimizer step at learning rate `lr` on `batch` (moved to the runtime's device): forward
+// under autocast, backward, clipping, update. Returns the loss, still on the device.
+torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double lr,
+                         double grad_clip, const Runtime& runtime);
+
+// Starts a new run in `run_dir` (which must not hold a run). Everything is validated — config,
+// data, model — before the directory is created, so a bad input leaves nothing behind.
+// `stop_at` > 0 stops (checkpointed, resumable, status "interrupted") before that step.
+TrainResult train_new(Config config, const std::string& run_dir, int64_t stop_at = 0);
+// Continues the run in `run_dir` from its checkpoint (or from scratch if none was written yet).
+TrainResult train_resume(const std::string& run_dir, int64_t stop_at = 0);
+
+}  // namespace poslab

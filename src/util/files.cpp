@@ -1,0 +1,80 @@
+// File helpers: clear read errors and crash-safe writes.
+#include "util/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/config.h"
+
+namespace fs = std::filesystem;
+
+namespace poslab {
+
+std::string read_text_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw ConfigError(what + " " + path + ": no such file");
+  if (fs::is_directory(path, ec)) throw ConfigError(what + " " + path + ": is a directory, expected a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(what + " " + path + ": cannot read (" + std::strerror(errno) + ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw ConfigError(what + " " + path + ": read failed");
+  return ss.str();
+}
+
+static void fsync_path(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
+}
+
+void commit_file_atomic(const std::string& tmp_path, const std::string& final_path) {
+  fsync_path(tmp_path, false);
+  std::error_code ec;
+  fs::rename(tmp_path, final_path, ec);
+  if (ec) throw std::runtime_error("cannot rename " + tmp_path + " to " + final_path + ": " + ec.message());
+  std::string dir = fs::path(final_path).parent_path().string();
+  fsync_path(dir.empty() ? "." : dir, true);
+}
+
+void write_file_atomic(const std::string& path, const std::string& data) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    out.write(data.data(), static_cast<std::streamsize>(data.size()));
+    out.flush();
+    if (!out) throw std::runtime_error("write failed: " + tmp);
+  }
+  commit_file_atomic(tmp, path);
+}
+
+void write_file_atomic(const std::string& path, const std::vector<char>& data) {
+  write_file_atomic(path, std::string(data.begin(), data.end()));
+}
+
+std::string absolute_path(const std::string& path) {
+  std::error_code ec;
+  auto p = fs::weakly_canonical(fs::absolute(path), ec);
+  return ec ? path : p.string();
+}
+
+std::string resolve_relative(const std::string& from_file, const std::string& relative) {
+  fs::path rel(relative);
+  if (rel.is_absolute()) return relative;
+  return (fs::path(from_file).parent_path() / rel).lexically_normal().string();
+}
+
+bool file_exists(const std::string& path) {
+  std::error_code ec;
+  return fs::exists(path, ec);
+}
+
+}  // namespace poslab

@@ -1,0 +1,21 @@
+// File helpers shared by every stage: reading with clear errors, and atomic writes
+// (temp file, fsync, rename) so a crash or kill -9 never leaves a half-written file.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace poslab {
+
+// Reads a whole file; throws ConfigError "<what> FILE: cannot read (reason)" when it cannot.
+std::string read_text_file(const std::string& path, const std::string& what);
+// Writes `data` to `path` atomically: path.tmp, fsync, rename, fsync of the directory.
+void write_file_atomic(const std::string& path, const std::string& data);
+void write_file_atomic(const std::string& path, const std::vector<char>& data);
+// fsyncs `path` then renames it over `final_path` (for files written by other libraries).
+void commit_file_atomic(const std::string& tmp_path, const std::string& final_path);
+std::string absolute_path(const std::string& path);
+// `relative` as seen from the directory holding `from_file`, unless it is absolute.
+std::string resolve_relative(const std::string& from_file, const std::string& relative);
+bool file_exists(const std::string& path);
+
+}  // namespace poslab

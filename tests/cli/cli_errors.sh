@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Bad input gets a one-line error naming the file or key, exit status 2, and nothing half-written.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 3, "precision": "fp32"}}\n' > ok.json
+printf '{\n  "model": {"n_layer": }\n}\n' > malformed.json
+printf '{"model": {"n_layers": 2}}\n' > unknown.json
+printf '{"model": {"n_layer": "two"}}\n' > wrongtype.json
+printf '{"train": {"learning_rate": -1}}\n' > range.json
+printf '{"model": {"pos_encoding": {"kind": "xpos"}}}\n' > kind.json
+printf '{"data": {"task": "juggle"}}\n' > task.json
+printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/missing.txt" > missing.json
+: > empty.txt; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/empty.txt" > empty.json
+printf 'short' > short.txt; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/short.txt" > short.json
+printf 'abc\xff\xfe def' > latin.txt; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/latin.txt" > latin.json
+mkdir unreadable_dir; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/unreadable_dir" > dir.json
+
+expect_fail 2 "malformed.json: malformed JSON at line 2, column" -- "$POSLAB" train -c malformed.json --out r1
+expect_fail 2 "unknown key 'model.n_layers'" -- "$POSLAB" train -c unknown.json --out r1
+expect_fail 2 "model.n_layer must be an integer" -- "$POSLAB" train -c wrongtype.json --out r1
+expect_fail 2 "train.learning_rate must be positive" -- "$POSLAB" train -c range.json --out r1
+expect_fail 2 "unknown encoding 'xpos'" -- "$POSLAB" train -c kind.json --out r1
+expect_fail 2 "unknown task 'juggle'" -- "$POSLAB" train -c task.json --out r1
+expect_fail 2 "missing.txt: no such file" -- "$POSLAB" train -c missing.json --out r1
+expect_fail 2 "the file is empty" -- "$POSLAB" train -c empty.json --out r1
+expect_fail 2 "too short" -- "$POSLAB" train -c short.json --out r1
+expect_fail 2 "invalid UTF-8 at byte 3" -- "$POSLAB" train -c latin.json --out r1
+expect_fail 2 "is a directory" -- "$POSLAB" train -c dir.json --out r1
+expect_fail 2 "config nope.json: no such file" -- "$POSLAB" train -c nope.json --out r1
+expect_fail 2 "--set model.pos.kind: unknown key 'model.pos'" -- "$POSLAB" train -c ok.json --set model.pos.kind=rope --out r1
+expect_fail 2 "model.n_embd must be divisible by model.n_head" -- "$POSLAB" train -c ok.json --set model.n_embd=15 --out r1
+expect_fail 2 "--resume r1: no run here" -- "$POSLAB" train --resume r1
+check "no run directory left behind by bad input" test ! -e r1
+
+"$POSLAB" train -c ok.json --out run >/dev/null 2>&1
+check "a good run trains" test -f run/checkpoint.pt
+expect_fail 2 "already holds a run" -- "$POSLAB" train -c ok.json --out run
+expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" eval --run run --lengths 0
+expect_fail 2 "--lengths: 'abc' is not a positive integer" -- "$POSLAB" eval --run run --lengths 8,abc
+expect_fail 2 "run nowhere: no run here" -- "$POSLAB" eval --run nowhere --lengths 8
+
+cp -r run truncated && head -c 1000 run/checkpoint.pt > truncated/checkpoint.pt
+expect_fail 2 "truncated or corrupt" -- "$POSLAB" eval --run truncated --lengths 8
+cp -r run garbage && head -c 5000 /dev/urandom > garbage/checkpoint.pt
+expect_fail 2 "truncated or corrupt" -- "$POSLAB" eval --run garbage --lengths 8
+cp -r run other && sed -i 's/"kind": "learned"/"kind": "rope"/' other/config.json
+expect_fail 2 "trained with encoding 'learned', but the config asks for 'rope'" -- "$POSLAB" eval --run other --lengths 8
+cp -r run wider && sed -i 's/"n_embd": 16/"n_embd": 32/' wider/config.json
+expect_fail 2 "has shape" -- "$POSLAB" eval --run wider --lengths 8
+expect_fail 2 "not in the run's vocabulary" -- "$POSLAB" sample --run run --prompt "ZZZ" --tokens 3
+expect_fail 2 "--format" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --format xml
+expect_fail 2 "unknown encoding 'nope'" -- "$POSLAB" pe --kind nope --positions 4 --dim 8
+expect_fail 2 "" -- "$POSLAB" frobnicate
+finish

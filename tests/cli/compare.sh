@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# compare end to end: a tiny grid runs, a failing cell does not stop the others, a re-run skips
+# finished cells, an interrupted grid resumes, and the outputs exist.
+source "$(dirname "$0")/lib.sh"
+ROOT=$(pwd)
+cd "$WORK"
+printf '{"data": {"task": "copy", "max_len": 4}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [4, 8], "batches": 1}}\n' > base.json
+printf '{"name": "tiny", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope", "learned"], "model.n_head": [2, 3]}}\n' > exp.json
+
+"$POSLAB" compare -c exp.json --out out --no-plots > log1 2>&1
+check "compare exits 0 even with a failing cell (status $?)" test $? -eq 0
+check "results.json written" test -f out/results.json
+check "results.csv written" test -f out/results.csv
+check "the invalid cell is recorded as failed with its error" grep -q '"error": "model.n_embd must be divisible' out/results.json
+check "the valid cells ran" test -f out/cells/kind=rope_n_head=2/eval.json -a -f out/cells/kind=learned_n_head=2/eval.json
+check "the table is printed" grep -q "exact match by eval length" log1
+
+"$POSLAB" compare -c exp.json --out out --no-plots > log2 2>&1
+check "a re-run skips finished cells" test "$(grep -c 'finished earlier, skipped' log2)" -eq 2
+
+# An interrupted cell (checkpoint, no summary 'done') is resumed, not restarted.
+"$POSLAB" train -c base.json --set model.pos_encoding.kind=alibi --out out2/cells/kind=alibi --stop-at 10 > /dev/null 2>&1
+printf '{"name": "tiny2", "base": "base.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2.json
+"$POSLAB" compare -c exp2.json --out out2 --no-plots > log3 2>&1
+check "an interrupted cell is resumed" grep -q "resuming kind=alibi" log3
+check "the resumed cell finished" grep -q '"status": "done"' out2/cells/kind=alibi/summary.json
+
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/plot_report.py" ]; then
+  POSLAB_SCRIPTS="$ROOT/scripts" "$POSLAB" compare -c exp.json --out out > log4 2>&1
+  for f in report.md report.html loss_curves.png extrapolation.png position_loss.png; do
+    check "$f written" test -s out/$f
+  done
+fi
+finish

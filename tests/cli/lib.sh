@@ -1,0 +1,36 @@
+# Shared helpers for the CLI tests: a temp dir, and an expectation on exit status + message.
+set -u
+POSLAB=$(realpath "${1:?usage: $0 PATH_TO_POSLAB}")
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+export OMP_WAIT_POLICY=PASSIVE
+passed=0
+failed=0
+
+# expect_fail STATUS "message fragment" -- command...
+expect_fail() {
+  local want=$1 fragment=$2
+  shift 3
+  local out status
+  out=$("$@" 2>&1 >/dev/null)
+  status=$?
+  local lines
+  lines=$(printf '%s\n' "$out" | grep -c . || true)
+  if [ "$status" -eq "$want" ] && [[ "$out" == *"$fragment"* ]] && [ "$lines" -le 1 ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAIL: $* -> status $status (want $want), stderr: $out (want '$fragment' on one line)"
+  fi
+}
+
+check() {  # check "description" test-expression...
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
+}
+
+finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The inspection commands print what they claim: pe tables, data examples, samples, bench fields.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+
+out=$("$POSLAB" pe --kind sinusoidal --positions 10 --dim 8 --scale 1 --format csv)
+check "pe sinusoidal csv: header + 10 rows of 8" test "$(printf '%s\n' "$out" | grep -vc '^#')" -eq 11
+check "pe sinusoidal row 0 is sin 0, cos 0 ..." bash -c "printf '%s\n' \"$out\" | sed -n 4p | grep -q '^0,1,0,1,0,1,0,1$'"
+out=$("$POSLAB" pe --kind alibi --positions 4 --dim 8 --heads 8 --format json)
+check "pe alibi json has the 8-head slopes 1/2 .. 1/256" bash -c "printf '%s' '$out' | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); s=d[\"slopes\"]; assert abs(s[0]-0.5)<1e-7 and abs(s[7]-1/256)<1e-9 and len(d[\"bias\"])==8 and d[\"bias\"][0][3][0]==-1.5'"
+out=$("$POSLAB" pe --kind rope --positions 5 --dim 8 --format json)
+check "pe rope json: angles (5, 4), angle[2][0] = 2" bash -c "printf '%s' '$out' | /usr/bin/python3 -c 'import json,sys; a=json.load(sys.stdin)[\"angles\"]; assert len(a)==5 and len(a[0])==4 and a[2][0]==2.0'"
+out=$("$POSLAB" pe --kind learned --positions 4 --dim 8 --format csv)
+check "pe learned prints its (untrained) table" test "$(printf '%s\n' "$out" | grep -vc '^#')" -eq 5
+
+printf '{"data": {"task": "sort", "max_len": 6}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 5, "precision": "fp32", "threads": 1}}\n' > sort.json
+out=$("$POSLAB" data -c sort.json --n 4)
+check "data prints 4 sort examples with sorted answers" bash -c "printf '%s\n' \"$out\" | grep -v '^#' | /usr/bin/python3 -c '
+import sys
+rows = [l.split(\"  >>\") for l in sys.stdin.read().splitlines()]
+assert len(rows) == 4
+for q, a in rows:
+    q = q.split(\"|\")[0]
+    assert a == \"\".join(sorted(q)) + \".\", (q, a)'"
+
+"$POSLAB" train -c sort.json --out run > /dev/null 2>&1
+out=$("$POSLAB" sample --run run --prompt "cab|" --tokens 5 --temperature 0)
+check "sample continues the prompt with 5 tokens" test "${#out}" -eq 9
+
+"$POSLAB" bench -c sort.json --steps 3 --warmup 1 --json bench.json > bench.txt
+for key in train_tokens_per_s eval_tokens_per_s ms_per_step_median ms_per_step_p90 peak_rss_mb achieved_gflops matmul_peak_gflops mfu; do
+  check "bench json has $key" grep -q "\"$key\"" bench.json
+done
+check "bench prints MFU" grep -q "of peak" bench.txt
+finish

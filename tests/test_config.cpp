@@ -1,0 +1,126 @@
+// Config loading: defaults, extends, overrides, and one-line errors that name the key.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "config/config.h"
+#include "test_util.h"
+
+using namespace poslab;
+using poslab::testing::TempDir;
+
+// Runs `f`, expects a ConfigError whose message contains every fragment.
+template <typename F>
+static void expect_error(F f, std::initializer_list<const char*> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+    for (const char* fragment : fragments) EXPECT_NE(msg.find(fragment), std::string::npos) << "'" << fragment << "' in: " << msg;
+  }
+}
+
+TEST(Config, DefaultsAreValid) {
+  Config c = config_from_json(nlohmann::json::object());
+  EXPECT_EQ(c.model.pos_encoding.kind, "learned");
+  EXPECT_EQ(c.model.pos_encoding.base, 10000.0);
+  EXPECT_EQ(c.device, "auto");
+}
+
+TEST(Config, FileOverridesDefaultsAndExtendsChains) {
+  TempDir dir;
+  dir.file("base.json", R"({"model": {"n_layer": 3, "pos_encoding": {"kind": "rope"}}, "train": {"max_iters": 7}})");
+  auto path = dir.file("child.json", R"({"extends": "base.json", "train": {"max_iters": 9}})");
+  Config c = load_config(path);
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_EQ(c.model.pos_encoding.kind, "rope");
+  EXPECT_EQ(c.train.max_iters, 9);
+  EXPECT_EQ(c.model.n_embd, Config{}.model.n_embd);
+}
+
+TEST(Config, SetOverridesParseValues) {
+  TempDir dir;
+  auto path = dir.file("c.json", R"({})");
+  Config c = load_config(path, {"model.pos_encoding.kind=alibi", "train.learning_rate=0.003", "model.bias=true",
+                                "eval.lengths=[8,16]", "model.dropout=0"});
+  EXPECT_EQ(c.model.pos_encoding.kind, "alibi");
+  EXPECT_DOUBLE_EQ(c.train.learning_rate, 0.003);
+  EXPECT_TRUE(c.model.bias);
+  EXPECT_EQ(c.eval.lengths, (std::vector<int>{8, 16}));
+  // An integer written into a float key keeps it a float key for later overrides.
+  Config d = load_config(path, {"model.dropout=0", "model.dropout=0.1"});
+  EXPECT_DOUBLE_EQ(d.model.dropout, 0.1);
+}
+
+TEST(Config, RoundTripsThroughJson) {
+  TempDir dir;
+  Config c = load_config(dir.file("c.json", R"({"seed": 5, "model": {"pos_encoding": {"kind": "binary", "bits": 6}}})"));
+  Config back = config_from_json(config_to_json(c));
+  EXPECT_EQ(config_to_json(back), config_to_json(c));
+}
+
+TEST(ConfigErrors, UnknownKeyNamesPathAndAllowed) {
+  TempDir dir;
+  auto path = dir.file("c.json", R"({"model": {"n_layers": 2}})");
+  expect_error([&] { load_config(path); }, {"unknown key 'model.n_layers'", "n_layer", "c.json"});
+}
+
+TEST(ConfigErrors, WrongType) {
+  TempDir dir;
+  auto path = dir.file("c.json", R"({"model": {"n_layer": "two"}})");
+  expect_error([&] { load_config(path); }, {"model.n_layer must be an integer", "\"two\""});
+  auto frac = dir.file("d.json", R"({"train": {"batch_size": 1.5}})");
+  expect_error([&] { load_config(frac); }, {"train.batch_size must be an integer"});
+}
+
+TEST(ConfigErrors, ImpossibleValues) {
+  TempDir dir;
+  auto path = dir.file("c.json", "{}");
+  expect_error([&] { load_config(path, {"model.n_embd=66", "model.n_head=4"}); }, {"model.n_embd", "divisible by model.n_head"});
+  expect_error([&] { load_config(path, {"model.pos_encoding.kind=rope", "model.n_embd=20", "model.n_head=4"}); },
+               {"model.n_embd", "even", "rope"});
+  expect_error([&] { load_config(path, {"model.n_layer=0"}); }, {"model.n_layer must be positive"});
+  expect_error([&] { load_config(path, {"train.batch_size=-3"}); }, {"train.batch_size must be positive"});
+  expect_error([&] { load_config(path, {"model.dropout=1.5"}); }, {"model.dropout"});
+  expect_error([&] { load_config(path, {"model.pos_encoding.kind=xpos"}); },
+               {"model.pos_encoding.kind", "unknown encoding 'xpos'", "rope", "alibi"});
+  expect_error([&] { load_config(path, {"data.task=juggle"}); }, {"data.task", "unknown task 'juggle'", "copy"});
+  expect_error([&] { load_config(path, {"eval.lengths=[8,0]"}); }, {"eval.lengths"});
+  expect_error([&] { load_config(path, {"data.kind=text"}); }, {"data.path"});
+}
+
+TEST(ConfigErrors, SetPathThatDoesNotExist) {
+  TempDir dir;
+  auto path = dir.file("c.json", "{}");
+  expect_error([&] { load_config(path, {"model.pos.kind=rope"}); }, {"--set model.pos.kind", "unknown key 'model.pos'"});
+  expect_error([&] { load_config(path, {"nonsense"}); }, {"--set nonsense", "key.path=value"});
+}
+
+TEST(ConfigErrors, MalformedJsonGivesLineAndColumn) {
+  TempDir dir;
+  auto path = dir.file("c.json", "{\n  \"seed\": 1,\n  \"model\": {\"n_layer\": }\n}\n");
+  expect_error([&] { load_config(path); }, {"c.json", "malformed JSON at line 3, column"});
+}
+
+TEST(ConfigErrors, MissingFileAndExtendsCycle) {
+  TempDir dir;
+  expect_error([&] { load_config(dir.sub("nope.json")); }, {"nope.json", "no such file"});
+  dir.file("a.json", R"({"extends": "b.json"})");
+  auto b = dir.file("b.json", R"({"extends": "a.json"})");
+  expect_error([&] { load_config(b); }, {"cycle"});
+}
+
+// Found by fuzz_config: a number too large for any numeric type escaped as a non-Config exception.
+TEST(ConfigErrors, FuzzRegressionHugeNumbers) {
+  TempDir dir;
+  auto path = dir.file("c.json", "3330000000000000000000000.0000000000000003074457e345618258602: {\"{");
+  expect_error([&] { load_config(path); }, {"c.json"});
+  auto big = dir.file("big.json", R"({"model": {"n_layer": 99999999999999}})");
+  expect_error([&] { load_config(big); }, {"model.n_layer must be an integer"});
+  auto overflow = dir.file("of.json", R"({"seed": 1e999})");
+  expect_error([&] { load_config(overflow); }, {"of.json"});
+  auto ok = dir.file("ok.json", "{}");
+  expect_error([&] { load_config(ok, {"model.n_layer=1e999"}); }, {"model.n_layer"});
+}

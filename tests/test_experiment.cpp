@@ -1,0 +1,132 @@
+// Experiment grids: expansion over any keys, invalid cells isolated, and aggregates that equal
+// the numbers in the cells' own eval.json.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "config/config.h"
+#include "experiment/experiment.h"
+#include "train/run_dir.h"
+#include "util/files.h"
+#include "test_util.h"
+
+using namespace poslab;
+using poslab::testing::TempDir;
+using nlohmann::json;
+
+static std::string write_experiment(const TempDir& dir, const std::string& grid) {
+  dir.file("base.json", R"({"data": {"task": "copy", "max_len": 4}, "model": {"block_size": 16}})");
+  return dir.file("exp.json", R"({"name": "t", "base": "base.json", "set": {"train.max_iters": 3}, "grid": )" + grid + "}");
+}
+
+TEST(Grid, CartesianProductOverAnyKeys) {
+  TempDir dir;
+  auto e = load_experiment(write_experiment(dir, R"({"model.pos_encoding.kind": ["rope", "alibi"], "data.task": ["copy", "sort"], "seed": [1, 2]})"));
+  ASSERT_EQ(e.cells.size(), 8u);
+  EXPECT_EQ(e.cells[0].name, "kind=rope_task=copy_seed=1");
+  EXPECT_EQ(e.cells[1].name, "kind=rope_task=copy_seed=2");
+  EXPECT_EQ(e.cells[2].name, "kind=rope_task=sort_seed=1");
+  EXPECT_EQ(e.cells[7].name, "kind=alibi_task=sort_seed=2");
+  EXPECT_EQ(e.cells[2].group, "kind=rope, task=sort");
+  EXPECT_EQ(e.group_keys, (std::vector<std::string>{"model.pos_encoding.kind", "data.task"}));
+  EXPECT_EQ(e.cells[2].config["data"]["task"], "sort");
+  EXPECT_EQ(e.cells[2].config["train"]["max_iters"], 3);  // "set" applies to every cell
+  EXPECT_EQ(e.cells[1].config["seed"], 2);
+}
+
+TEST(Grid, NonEncodingKeyAloneNamesTheGroup) {
+  TempDir dir;
+  auto e = load_experiment(write_experiment(dir, R"({"model.n_layer": [1, 2]})"));
+  ASSERT_EQ(e.cells.size(), 2u);
+  EXPECT_EQ(e.cells[1].group, "2");
+  EXPECT_EQ(e.cells[1].config["model"]["n_layer"], 2);
+}
+
+TEST(Grid, InvalidCellIsMarkedNotFatal) {
+  TempDir dir;
+  auto e = load_experiment(write_experiment(dir, R"({"model.n_head": [2, 3]})"));  // 64 % 3 != 0
+  ASSERT_EQ(e.cells.size(), 2u);
+  EXPECT_TRUE(e.cells[0].error.empty());
+  EXPECT_NE(e.cells[1].error.find("divisible"), std::string::npos);
+}
+
+TEST(Grid, BadExperimentFilesAreRefused) {
+  TempDir dir;
+  EXPECT_THROW(load_experiment(write_experiment(dir, R"({"model.nope": [1]})")), ConfigError);
+  EXPECT_THROW(load_experiment(write_experiment(dir, R"({"seed": []})")), ConfigError);
+  EXPECT_THROW(load_experiment(dir.file("x.json", R"({"base": "base.json", "grid": {"seed": [1]}, "extra": 1})")), ConfigError);
+}
+
+// Writes a finished cell by hand: summary.json + eval.json with given numbers.
+static void fake_cell(const std::string& dir, double loss, double exact, bool na_at_32) {
+  std::filesystem::create_directories(dir);
+  write_file_atomic(dir + "/summary.json",
+                    json{{"status", "done"}, {"params", 1000}, {"tokens_per_s", 5000.0}, {"wall_s", 2.0}, {"final_val_loss", loss}}.dump());
+  json r16 = {{"length", 16}, {"tokens", 33}, {"status", "ok"}, {"loss", loss}, {"ppl", std::exp(loss)},
+              {"token_acc", 0.9}, {"exact_match", exact}, {"position_loss", json::array()}};
+  json r32 = na_at_32 ? json{{"length", 32}, {"tokens", 65}, {"status", "n/a: learned table has 64 positions"}, {"loss", nullptr},
+                             {"ppl", nullptr}, {"token_acc", nullptr}, {"exact_match", nullptr}}
+                      : json{{"length", 32}, {"tokens", 65}, {"status", "ok"}, {"loss", 2 * loss}, {"ppl", std::exp(2 * loss)},
+                             {"token_acc", 0.5}, {"exact_match", exact / 2}};
+  write_file_atomic(dir + "/eval.json", json{{"encoding", "x"}, {"data", "copy"}, {"length_unit", "items"},
+                                              {"train_length", 16}, {"results", {r16, r32}}}.dump());
+}
+
+TEST(Aggregate, MeansAndStdsEqualTheCellsOwnNumbers) {
+  TempDir dir;
+  auto e = load_experiment(write_experiment(dir, R"({"model.pos_encoding.kind": ["rope", "learned"], "seed": [1, 2]})"));
+  const std::string out = dir.sub("out");
+  fake_cell(out + "/cells/kind=rope_seed=1", 0.2, 0.9, false);
+  fake_cell(out + "/cells/kind=rope_seed=2", 0.4, 0.7, false);
+  fake_cell(out + "/cells/kind=learned_seed=1", 0.1, 1.0, true);
+  // kind=learned_seed=2 never ran
+  json r = aggregate_results(e, out);
+  EXPECT_EQ(r["metric"], "exact_match");
+  EXPECT_EQ(r["train_tokens"], 33);
+  auto row = [&](const std::string& g, int L) {
+    for (const auto& x : r["rows"])
+      if (x["group"] == g && x["length"] == L) return x;
+    return json();
+  };
+  EXPECT_NEAR(row("rope", 16)["loss_mean"].get<double>(), 0.3, 1e-12);
+  EXPECT_NEAR(row("rope", 16)["loss_std"].get<double>(), 0.1, 1e-12);
+  EXPECT_NEAR(row("rope", 32)["exact_match_mean"].get<double>(), 0.4, 1e-12);
+  EXPECT_EQ(row("rope", 16)["n"], 2);
+  EXPECT_EQ(row("learned", 16)["n"], 1);
+  EXPECT_EQ(row("learned", 32)["status"], "n/a: learned table has 64 positions");
+  EXPECT_TRUE(row("learned", 32)["loss_mean"].is_null());
+  int not_run = 0;
+  for (const auto& c : r["cells"]) not_run += c["status"] == "not run";
+  EXPECT_EQ(not_run, 1);
+  auto table = format_results_table(r);
+  EXPECT_NE(table.find("1.000*"), std::string::npos) << table;  // learned is best at 16
+  EXPECT_NE(table.find("n/a"), std::string::npos) << table;
+  auto csv = results_csv(r);
+  EXPECT_NE(csv.find("\"rope\",16,33,2,\"ok\",0.3"), std::string::npos) << csv;
+}
+
+// Every config and experiment the project ships must load and validate (a typo there would only
+// surface when a user runs it).
+TEST(ShippedConfigs, AllLoadAndValidate) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(__FILE__).parent_path().parent_path() / "configs";
+  const auto cwd = fs::current_path();
+  fs::current_path(root.parent_path());  // data paths resolve against the repository, like a user's shell
+  int configs = 0, experiments = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".json") continue;
+    const auto rel = fs::relative(entry.path(), root.parent_path()).string();
+    if (rel.find("experiments/") != std::string::npos) {
+      auto e = load_experiment(rel);
+      for (const auto& cell : e.cells) EXPECT_TRUE(cell.error.empty()) << rel << " " << cell.name << ": " << cell.error;
+      ++experiments;
+    } else {
+      Config c = load_config(rel);
+      if (c.data.kind == "text") EXPECT_TRUE(fs::exists(c.data.path)) << rel << ": " << c.data.path;
+      ++configs;
+    }
+  }
+  fs::current_path(cwd);
+  EXPECT_GE(configs, 15);  // base, 7 encodings, 8 tasks, bench
+  EXPECT_GE(experiments, 3);
+}

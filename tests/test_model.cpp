@@ -1,0 +1,137 @@
+// Model-level properties: causality for every encoding, parameters counted once, the tied head,
+// weight-decay groups, and what a pre-LayerNorm block does to the naive index encoding.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "model/gpt.h"
+
+using namespace poslab;
+
+static ModelConfig tiny(const std::string& kind) {
+  ModelConfig m;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 16;
+  m.block_size = 32;
+  m.vocab_size = 11;
+  m.pos_encoding.kind = kind;
+  return m;
+}
+
+class EveryKind : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryKind, ChangingTokenTNeverChangesEarlierLogits) {
+  torch::manual_seed(0);
+  GPT model(tiny(GetParam()));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto idx = torch::randint(0, 11, {2, 20}, torch::kLong);
+  auto base = model->forward(idx);
+  for (int64_t t : {0, 7, 19}) {
+    auto changed = idx.clone();
+    changed.select(1, t).fill_((idx[0][t].item<int64_t>() + 3) % 11);
+    auto out = model->forward(changed);
+    if (t > 0) EXPECT_TRUE(torch::allclose(out.slice(1, 0, t), base.slice(1, 0, t), 1e-6, 1e-6)) << "t=" << t;
+    EXPECT_FALSE(torch::allclose(out.slice(1, t), base.slice(1, t))) << "the change must show at t=" << t;
+  }
+}
+
+TEST_P(EveryKind, EveryParameterRegisteredOnce) {
+  GPT model(tiny(GetParam()));
+  std::set<const void*> seen;
+  int64_t by_name = 0;
+  for (const auto& p : model->named_parameters()) {
+    EXPECT_TRUE(seen.insert(p.value().data_ptr()).second) << p.key() << " shares storage with another parameter";
+    by_name += p.value().numel();
+  }
+  const auto& m = model->config;
+  const int64_t C = m.n_embd, V = m.vocab_size;
+  const int64_t per_block = 2 * C + 3 * C * C + C * C + 4 * C * C + 4 * C * C;  // ln_1, ln_2, attn, mlp (no bias)
+  int64_t expected = V * C + m.n_layer * per_block + C;                        // wte (tied head), blocks, ln_f
+  if (GetParam() == "learned") expected += m.block_size * C;
+  EXPECT_EQ(by_name, expected);
+  EXPECT_EQ(model->num_params(), expected);
+}
+
+TEST_P(EveryKind, ForwardShapesAndLoss) {
+  GPT model(tiny(GetParam()));
+  auto idx = torch::randint(0, 11, {3, 12}, torch::kLong);
+  auto logits = model->forward(idx);
+  EXPECT_EQ(logits.sizes(), (std::vector<int64_t>{3, 12, 11}));
+  auto y = idx.clone();
+  y.slice(1, 0, 6).fill_(-1);
+  auto loss = GPTImpl::loss(logits, y);
+  EXPECT_NEAR(loss.item<double>(), std::log(11.0), 0.5);  // near-uniform at init
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, EveryKind, ::testing::ValuesIn(kEncodingKinds),
+                         [](const auto& info) { return info.param; });
+
+TEST(Model, PositionalModuleRegisteredOnceOnTheModel) {
+  GPT model(tiny("learned"));
+  int count = 0;
+  for (const auto& p : model->named_parameters()) count += p.key().find("pos.") != std::string::npos;
+  EXPECT_EQ(count, 1);  // pos.weight, not h.0.attn.pos.weight as well
+  EXPECT_TRUE(model->named_parameters().contains("pos.weight"));
+}
+
+TEST(Model, HeadIsTiedToTokenEmbedding) {
+  GPT model(tiny("none"));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto idx = torch::randint(0, 11, {1, 5}, torch::kLong);
+  auto before = model->forward(idx);
+  model->wte->weight.mul_(2);
+  EXPECT_FALSE(torch::allclose(before, model->forward(idx)));
+  EXPECT_FALSE(model->named_parameters().contains("lm_head.weight"));
+}
+
+TEST(Model, LearnedRefusesLongInputWithClearError) {
+  GPT model(tiny("learned"));
+  auto idx = torch::zeros({1, 33}, torch::kLong);
+  EXPECT_THROW(model->forward(idx), PositionLimitError);
+  GPT rope(tiny("rope"));
+  EXPECT_NO_THROW(rope->forward(torch::zeros({1, 100}, torch::kLong)));
+}
+
+TEST(Model, WeightDecayOnMatricesOnly) {
+  auto c = tiny("learned");
+  c.bias = true;
+  GPT model(c);
+  for (const auto& p : model->named_parameters()) {
+    const auto& name = p.key();
+    const bool matrix = name.find("c_attn.weight") != std::string::npos || name.find("c_proj.weight") != std::string::npos ||
+                        name.find("c_fc.weight") != std::string::npos;
+    EXPECT_EQ(model->decays(name, p.value()), matrix) << name;
+  }
+}
+
+// The naive index encoding adds p to every component. LayerNorm subtracts the mean over
+// components, and a constant added to every component is exactly such a mean: in exact
+// arithmetic the blocks never see it, so "index" computes the same function as "none".
+// Finite precision is where it shows: the offset eats the token's own significant bits.
+TEST(IndexEncoding, PreLayerNormCancelsItInExactArithmetic) {
+  torch::manual_seed(3);
+  GPT none(tiny("none"));
+  auto c = tiny("index");
+  c.pos_encoding.scale = 1.0;
+  GPT index(c);
+  torch::NoGradGuard no_grad;
+  for (auto& p : index->named_parameters()) p.value().copy_(none->named_parameters()[p.key()]);
+  none->to(torch::kDouble);
+  index->to(torch::kDouble);
+  auto idx = torch::randint(0, 11, {2, 32}, torch::kLong);
+  auto diff64 = (index->forward(idx) - none->forward(idx)).abs().max().item<double>();
+  EXPECT_LT(diff64, 1e-9);
+
+  // fp32 with a large offset: the same weights now disagree, and more at later positions.
+  auto big = tiny("index");
+  big.pos_encoding.scale = 1e4;
+  GPT index_big(big);
+  for (auto& p : index_big->named_parameters()) p.value().copy_(none->named_parameters()[p.key()].to(torch::kFloat));
+  none->to(torch::kFloat);
+  auto err = (index_big->forward(idx) - none->forward(idx)).abs().amax({0, 2});  // (T,)
+  EXPECT_GT(err.slice(0, 24).max().item<double>(), 1e-3);
+  EXPECT_GT(err.slice(0, 24).mean().item<double>(), err.slice(0, 1, 4).mean().item<double>());
+}

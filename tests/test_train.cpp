@@ -1,0 +1,222 @@
+// Training integration: every encoding learns, resume is exact, bad input leaves nothing behind,
+// divergence is caught. Tiny models and tens of steps keep this to seconds.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "config/config.h"
+#include "train/run_dir.h"
+#include "train/schedule.h"
+#include "train/trainer.h"
+#include "util/signals.h"
+
+#include <csignal>
+#include "test_util.h"
+
+using namespace poslab;
+using poslab::testing::TempDir;
+
+static Config tiny_copy(const std::string& kind) {
+  Config c;
+  c.data.task = "copy";
+  c.data.max_len = 6;
+  c.data.symbols = 6;
+  c.model.n_layer = 2;
+  c.model.n_head = 2;
+  c.model.n_embd = 32;
+  c.model.block_size = 16;
+  c.model.pos_encoding.kind = kind;
+  c.train.max_iters = 60;
+  c.train.batch_size = 16;
+  c.train.learning_rate = 3e-3;
+  c.train.warmup_iters = 5;
+  c.train.eval_interval = 30;
+  c.train.eval_iters = 4;
+  c.train.log_interval = 10;
+  c.train.precision = "fp32";
+  c.train.threads = 1;
+  return c;
+}
+
+static std::vector<nlohmann::json> read_metrics(const std::string& dir) {
+  std::vector<nlohmann::json> rows;
+  std::ifstream in(RunPaths{dir}.metrics());
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+class TrainEveryKind : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainEveryKind, ShortRunLowersTheLoss) {
+  TempDir dir;
+  auto result = train_new(tiny_copy(GetParam()), dir.sub("run"));
+  ASSERT_EQ(result.status, "done");
+  auto rows = read_metrics(dir.sub("run"));
+  double first = -1, last = -1;
+  for (const auto& r : rows)
+    if (r.contains("val_loss")) (first < 0 ? first : last) = r["val_loss"].get<double>();
+  EXPECT_LT(last, first - 0.3) << "val loss " << first << " -> " << last;
+  for (const char* f : {"config.json", "vocab.json", "checkpoint.pt", "model.pt", "metrics.jsonl", "summary.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir.sub("run") + "/" + f)) << f;
+  auto summary = read_json_file(RunPaths{dir.sub("run")}.summary());
+  for (const char* key : {"final_val_loss", "best_val_loss", "params", "tokens_per_s", "wall_s"})
+    EXPECT_TRUE(summary.contains(key)) << key;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, TrainEveryKind, ::testing::ValuesIn(kEncodingKinds),
+                         [](const auto& info) { return info.param; });
+
+TEST(Resume, StopAndResumeGivesIdenticalLosses) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.model.dropout = 0.1;  // exercises the torch RNG state in the checkpoint too
+  ASSERT_EQ(train_new(c, dir.sub("straight")).status, "done");
+  ASSERT_EQ(train_new(c, dir.sub("split"), /*stop_at=*/25).status, "interrupted");
+  ASSERT_EQ(train_resume(dir.sub("split")).status, "done");
+  auto a = read_metrics(dir.sub("straight")), b = read_metrics(dir.sub("split"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i]["step"], b[i]["step"]);
+    for (const char* key : {"train_loss", "val_loss", "lr"})
+      if (a[i].contains(key)) EXPECT_EQ(a[i][key].get<double>(), b[i][key].get<double>()) << key << " at step " << a[i]["step"];
+  }
+}
+
+TEST(Resume, CopiedRunDirectoryResumesToTheSameLosses) {
+  TempDir dir;
+  Config c = tiny_copy("alibi");
+  ASSERT_EQ(train_new(c, dir.sub("a"), /*stop_at=*/30).status, "interrupted");
+  std::filesystem::copy(dir.sub("a"), dir.sub("b"), std::filesystem::copy_options::recursive);
+  train_resume(dir.sub("a"));
+  train_resume(dir.sub("b"));
+  auto a = read_json_file(RunPaths{dir.sub("a")}.summary()), b = read_json_file(RunPaths{dir.sub("b")}.summary());
+  EXPECT_EQ(a["final_val_loss"].get<double>(), b["final_val_loss"].get<double>());
+}
+
+TEST(BadInput, NothingIsWrittenWhenDataIsMissing) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.data.kind = "text";
+  c.data.path = dir.sub("missing.txt");
+  EXPECT_THROW(train_new(c, dir.sub("run")), ConfigError);
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("run")));
+  Config too_long = tiny_copy("rope");
+  too_long.data.max_len = 20;  // 41 tokens > block_size 16
+  try {
+    train_new(too_long, dir.sub("run"));
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("data.max_len"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.sub("run")));
+}
+
+TEST(BadInput, ExistingRunIsNotOverwritten) {
+  TempDir dir;
+  Config c = tiny_copy("none");
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  EXPECT_THROW(train_new(c, dir.sub("run")), ConfigError);
+  EXPECT_THROW(train_resume(dir.sub("nothing-here")), ConfigError);
+}
+
+TEST(Divergence, NanLossStopsWithFailedSummaryAndKeepsCheckpoint) {
+  TempDir dir;
+  Config c = tiny_copy("learned");
+  c.train.learning_rate = 1e30;
+  c.train.min_lr = 0;
+  c.train.warmup_iters = 0;
+  c.train.grad_clip = 0;
+  EXPECT_THROW(train_new(c, dir.sub("run")), DivergenceError);
+  auto summary = read_json_file(RunPaths{dir.sub("run")}.summary());
+  EXPECT_EQ(summary["status"], "failed");
+  EXPECT_NE(summary["error"].get<std::string>().find("at step"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::exists(RunPaths{dir.sub("run")}.checkpoint()));
+}
+
+TEST(Schedule, WarmupThenCosineToMinLr) {
+  TrainConfig t;
+  t.learning_rate = 1.0;
+  t.min_lr = 0.1;
+  t.warmup_iters = 10;
+  t.max_iters = 110;
+  EXPECT_NEAR(learning_rate_at(t, 0), 1.0 / 11, 1e-12);
+  EXPECT_NEAR(learning_rate_at(t, 10), 1.0, 1e-12);
+  EXPECT_NEAR(learning_rate_at(t, 60), 0.55, 1e-12);  // halfway down the cosine
+  EXPECT_NEAR(learning_rate_at(t, 110), 0.1, 1e-12);
+  for (int s = 11; s < 110; ++s) EXPECT_LE(learning_rate_at(t, s), learning_rate_at(t, s - 1));
+}
+
+TEST(Checkpoint, CorruptOrTruncatedFileGivesClearError) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  const auto ckpt = RunPaths{dir.sub("run")}.checkpoint();
+  auto size = std::filesystem::file_size(ckpt);
+  std::filesystem::resize_file(ckpt, size / 2);
+  try {
+    load_run(dir.sub("run"));
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated or corrupt"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Checkpoint, OtherEncodingOrShapeIsRefused) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  c.model.vocab_size = 46;
+  c.model.pos_encoding.kind = "alibi";
+  GPT other(c.model);
+  EXPECT_THROW(load_checkpoint(RunPaths{dir.sub("run")}.checkpoint(), other, nullptr), ConfigError);
+  c.model.pos_encoding.kind = "rope";
+  c.model.n_embd = 64;
+  GPT wider(c.model);
+  try {
+    load_checkpoint(RunPaths{dir.sub("run")}.checkpoint(), wider, nullptr);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("has shape"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Signals, FirstAsksToStopSecondExitsAtOnce) {
+  // In a child process: the first SIGINT only sets the flag the loop polls; the second exits 130.
+  EXPECT_EXIT(
+      {
+        install_stop_handlers();
+        std::raise(SIGINT);
+        if (!stop_requested()) std::_Exit(3);
+        std::raise(SIGINT);
+        std::_Exit(4);  // not reached
+      },
+      ::testing::ExitedWithCode(130), "second signal, exiting now");
+}
+
+// Found by fuzz_checkpoint: a damaged archive made LibTorch's reader segfault. The frame's length
+// and checksum now refuse such files before LibTorch sees them.
+TEST(Checkpoint, FuzzRegressionDamagedArchiveIsRefusedBeforeLibTorch) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  auto model = load_run(dir.sub("run")).model;
+  const std::string crash = std::string(POSLAB_SOURCE_DIR) + "/tests/fuzz/regressions/checkpoint/libtorch-segv.pt";
+  EXPECT_THROW(load_checkpoint(crash, model, nullptr), ConfigError);
+  // One flipped byte anywhere in a good checkpoint is caught by the checksum.
+  const auto path = RunPaths{dir.sub("run")}.checkpoint();
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
+  f.put('\x5a');
+  f.close();
+  try {
+    load_checkpoint(path, model, nullptr);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+}
