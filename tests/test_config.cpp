@@ -89,6 +89,10 @@ TEST(ConfigErrors, ImpossibleValues) {
   expect_error([&] { load_config(path, {"data.task=juggle"}); }, {"data.task", "unknown task 'juggle'", "copy"});
   expect_error([&] { load_config(path, {"eval.lengths=[8,0]"}); }, {"eval.lengths"});
   expect_error([&] { load_config(path, {"data.kind=text"}); }, {"data.path"});
+  expect_error([&] { load_config(path, {"train.batch_size=4", "train.batch_shards=5"}); },
+               {"train.batch_shards", "up to train.batch_size"});
+  expect_error([&] { load_config(path, {"model.dropout=0.1", "train.batch_shards=2"}); },
+               {"train.batch_shards", "model.dropout"});
 }
 
 TEST(ConfigErrors, SetPathThatDoesNotExist) {

@@ -14,11 +14,11 @@
 
 int main(int argc, char** argv) {
   // OpenMP reads OMP_WAIT_POLICY when the library loads, before main: choose it and re-exec once.
-  // Measured on a 2-core VM (docs/benchmarks.md): bf16 autocast (oneDNN, OpenMP) ran ~2x faster with
-  // spinning (ACTIVE) workers; fp32 (OpenBLAS, its own threads) ran ~2.3x slower with them.
-  // So: ACTIVE where poslab's default precision is bf16, PASSIVE elsewhere; a user's setting wins.
+  // Measured on a 2-core VM (docs/benchmarks.md): spinning (ACTIVE) workers ran bf16 (oneDNN) and
+  // fp32 batch shards fastest; OpenBLAS's own threads, which fight spinning workers, are then kept
+  // to one (util/runtime.cpp). A user's setting wins.
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
-    ::setenv("OMP_WAIT_POLICY", poslab::cpu_has_bf16() ? "ACTIVE" : "PASSIVE", 1);
+    ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
     ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
   }
   spdlog::set_pattern("%H:%M:%S %v");

@@ -245,6 +245,7 @@ Config config_from_json(const json& j) {
   t.log_interval = get<int>(full, "train.log_interval");
   t.precision = get<std::string>(full, "train.precision");
   t.threads = get<int>(full, "train.threads");
+  t.batch_shards = get<int>(full, "train.batch_shards");
   require(t.max_iters > 0, "train.max_iters", "positive", t.max_iters);
   require(t.batch_size > 0, "train.batch_size", "positive", t.batch_size);
   require(t.learning_rate > 0, "train.learning_rate", "positive", t.learning_rate);
@@ -261,6 +262,11 @@ Config config_from_json(const json& j) {
   require(t.log_interval > 0, "train.log_interval", "positive", t.log_interval);
   one_of("train.precision", t.precision, {"auto", "fp32", "bf16"}, "precision");
   require(t.threads >= 0, "train.threads", ">= 0 (0 = default)", t.threads);
+  require(t.batch_shards >= 0 && t.batch_shards <= t.batch_size, "train.batch_shards",
+          "0 (auto), 1 (off) or up to train.batch_size", t.batch_shards);
+  require(t.batch_shards <= 1 || c.model.dropout == 0, "train.batch_shards",
+          "0 or 1 when model.dropout > 0 (shards would share one dropout RNG and the run would not be reproducible)",
+          t.batch_shards);
 
   auto& e = c.eval;
   e.lengths = get<std::vector<int>>(full, "eval.lengths");
@@ -294,7 +300,8 @@ json config_to_json(const Config& c) {
         {"weight_decay", c.train.weight_decay}, {"beta1", c.train.beta1}, {"beta2", c.train.beta2},
         {"grad_clip", c.train.grad_clip}, {"eval_interval", c.train.eval_interval},
         {"eval_iters", c.train.eval_iters}, {"log_interval", c.train.log_interval},
-        {"precision", c.train.precision}, {"threads", c.train.threads}}},
+        {"precision", c.train.precision}, {"threads", c.train.threads},
+        {"batch_shards", c.train.batch_shards}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
         {"stride", c.eval.stride}}},

@@ -59,6 +59,10 @@ struct TrainConfig {
   int log_interval = 50;
   std::string precision = "auto";  // auto|fp32|bf16 (auto: bf16 where the hardware has it)
   int threads = 0;                 // intra-op threads; 0 picks the measured default
+  // CPU only: each batch is split into this many shards, run at once on their own threads with
+  // single-threaded kernels, gradients summed in a fixed order. 0 = auto (fp32 with 2+ threads and
+  // no dropout), 1 = off. Dropout draws from one shared RNG, so shards need dropout 0.
+  int batch_shards = 0;
 };
 
 struct EvalConfig {

@@ -127,6 +127,7 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
 
 json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptions& o, const Runtime& rt) {
   torch::InferenceMode guard;
+  set_blas_threads(rt, /*shards_running=*/false);  // whole batches, after training's shards
   model->eval();
   json results = json::array();
   for (int length : o.lengths) {

@@ -102,7 +102,8 @@ GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
   }
 }
 
-const torch::Tensor& GPTImpl::attention_bias(int64_t T, const torch::Device& device) {
+torch::Tensor GPTImpl::attention_bias(int64_t T, const torch::Device& device) {
+  std::lock_guard<std::mutex> lock(bias_mutex_);
   if (!bias_cache_.defined() || bias_cache_.size(-1) != T || bias_cache_.device() != device) {
     auto mask = torch::full({T, T}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(device))
                     .triu(/*diagonal=*/1);  // (T, T): 0 on and below the diagonal
@@ -117,16 +118,25 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
   pos->check_length(T);
   auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
   auto x = drop(pos->embed(wte(idx), positions));  // (B, T, C)
-  const auto& attn_bias = attention_bias(T, idx.device());
+  const auto attn_bias = attention_bias(T, idx.device());  // (T, T) or (H, T, T)
   const bool causal_only = attn_bias.dim() == 2;
   for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, attn_bias, causal_only);
   x = ln_f(x);
   return F::linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
 }
 
-torch::Tensor GPTImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+static torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
+                                   F::CrossEntropyFuncOptions::reduction_t reduction) {
   return F::cross_entropy(logits.reshape({-1, logits.size(-1)}).to(torch::kFloat), targets.reshape({-1}),
-                          F::CrossEntropyFuncOptions().ignore_index(-1));
+                          F::CrossEntropyFuncOptions().ignore_index(-1).reduction(reduction));
+}
+
+torch::Tensor GPTImpl::loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return cross_entropy(logits, targets, torch::kMean);
+}
+
+torch::Tensor GPTImpl::summed_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
+  return cross_entropy(logits, targets, torch::kSum);
 }
 
 int64_t GPTImpl::num_params() const {

@@ -6,6 +6,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <mutex>
+
 #include "config/config.h"
 #include "model/positional/positional.h"
 
@@ -56,6 +58,8 @@ struct GPTImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& idx);
   // Mean cross-entropy over targets != -1.
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets);
+  // Sum of the cross-entropy over targets != -1 (batch shards divide it by the whole batch's count).
+  static torch::Tensor summed_loss(const torch::Tensor& logits, const torch::Tensor& targets);
   int64_t num_params() const;
   // Parameters that get weight decay: matrices of Linear layers, not biases, norms or embeddings.
   bool decays(const std::string& name, const torch::Tensor& p) const;
@@ -69,7 +73,8 @@ struct GPTImpl : torch::nn::Module {
 
  private:
   // Causal mask plus the encoding's bias, built once per (T, device).
-  const torch::Tensor& attention_bias(int64_t T, const torch::Device& device);
+  torch::Tensor attention_bias(int64_t T, const torch::Device& device);
+  std::mutex bias_mutex_;  // batch shards run the forward pass on several threads at once
   torch::Tensor bias_cache_;
 };
 TORCH_MODULE(GPT);

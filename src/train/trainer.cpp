@@ -36,18 +36,56 @@ std::unique_ptr<torch::optim::AdamW> make_optimizer(GPT& model, const TrainConfi
   return std::make_unique<torch::optim::AdamW>(std::move(groups), options);
 }
 
+// Forward and backward on the batch split into shards (CPU), one OpenMP thread each, every kernel
+// single-threaded: at this model size one batch's kernels are too small to keep every core busy.
+// Each shard scores its summed loss over the whole batch's count of scored tokens, so the shard
+// gradients, added in shard order (deterministic), are the whole batch's gradient.
+static torch::Tensor sharded_backward(GPT& model, const Batch& batch, const Runtime& rt) {
+  set_blas_threads(rt, /*shards_running=*/true);
+  const auto xs = batch.x.chunk(rt.batch_shards, /*dim=*/0), ys = batch.y.chunk(rt.batch_shards, /*dim=*/0);
+  const auto n = static_cast<int64_t>(xs.size());
+  const double scored = static_cast<double>((batch.y != -1).sum().item<int64_t>());
+  const auto params = model->parameters();
+  std::vector<torch::Tensor> losses(n);
+  std::vector<std::vector<torch::Tensor>> grads(n);
+  // Inside this region LibTorch runs every op inline on the calling thread.
+  at::parallel_for(0, n, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      torch::Tensor loss;
+      {
+        AutocastGuard autocast(rt);  // thread-local, like grad mode: set on each shard's thread
+        loss = GPTImpl::summed_loss(model->forward(xs[i]), ys[i]) / scored;
+      }
+      grads[i] = torch::autograd::grad({loss}, params, /*grad_outputs=*/{}, /*retain_graph=*/false,
+                                       /*create_graph=*/false, /*allow_unused=*/true);
+      losses[i] = loss.detach();
+    }
+  });
+  for (size_t k = 0; k < params.size(); ++k) {
+    torch::Tensor sum;
+    for (int64_t i = 0; i < n; ++i)
+      if (grads[i][k].defined()) sum = sum.defined() ? sum + grads[i][k] : grads[i][k];
+    params[k].mutable_grad() = sum;
+  }
+  return torch::stack(losses).sum();
+}
+
 torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double lr, double grad_clip,
                          const Runtime& rt) {
   for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
-  auto x = batch.x.to(rt.device), y = batch.y.to(rt.device);
   torch::Tensor loss;
-  {
-    AutocastGuard autocast(rt);  // forward only: backward runs outside autocast, as in PyTorch
-    loss = GPTImpl::loss(model->forward(x), y);
+  if (rt.batch_shards > 1 && rt.device.is_cpu()) {
+    loss = sharded_backward(model, batch, rt);
+  } else {
+    auto x = batch.x.to(rt.device), y = batch.y.to(rt.device);
+    {
+      AutocastGuard autocast(rt);  // forward only: backward runs outside autocast, as in PyTorch
+      loss = GPTImpl::loss(model->forward(x), y);
+    }
+    // Gradients set to none, not zeroed: backward then writes them instead of accumulating into them.
+    for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
+    loss.backward();
   }
-  // Gradients set to none, not zeroed: backward then writes them instead of accumulating into them.
-  for (auto& p : model->parameters()) p.mutable_grad() = torch::Tensor();
-  loss.backward();
   if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(model->parameters(), grad_clip);
   optimizer.step();
   return loss;
@@ -57,6 +95,7 @@ torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch
 // from their own RNG so that evaluating never moves the training stream.
 static double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& c, const Runtime& rt) {
   torch::InferenceMode guard;
+  set_blas_threads(rt, /*shards_running=*/false);  // whole batches here, not shards
   model->eval();
   Rng rng(val_seed(c));
   double total = 0;

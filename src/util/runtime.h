@@ -13,15 +13,19 @@ struct Runtime {
   torch::Device device = torch::kCPU;
   bool bf16 = false;  // autocast matrix products to bfloat16
   int threads = 1;
+  int batch_shards = 1;  // > 1: each training batch is split over that many threads (CPU)
   std::string describe() const;
 };
 
 bool cpu_has_bf16();
-// The intra-op thread count poslab uses when train.threads is 0 (see docs/benchmarks.md): every
-// core, except fp32 on the CPU under spinning OpenMP workers, where one thread avoids the fight
-// between those workers and OpenBLAS's own threads.
-int default_threads(bool bf16, bool cuda);
-// Resolves the config's choices and applies the thread count. Throws ConfigError for cuda without CUDA.
+// The intra-op thread count poslab uses when train.threads is 0: every core.
+int default_threads();
+// OpenBLAS (fp32 CPU matmuls) keeps its own thread pool. It runs single-threaded while batch shards
+// call it from several threads at once, and whenever OpenMP workers spin (OMP_WAIT_POLICY=ACTIVE,
+// poslab's default), since spinning workers starve its threads (measured 2-4x slower); otherwise it
+// gets runtime.threads. Cheap to call every step: it acts only on a change. No-op with another BLAS.
+void set_blas_threads(const Runtime& runtime, bool shards_running);
+// Resolves the config's choices and applies the thread count (intra-op and BLAS). Throws ConfigError for cuda without CUDA.
 Runtime make_runtime(const Config& config);
 
 // Enables bf16 autocast for the forward pass while alive (no-op when runtime.bf16 is false).

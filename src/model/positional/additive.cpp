@@ -42,13 +42,18 @@ torch::Tensor IndexEncodingImpl::embed(const torch::Tensor& x, const torch::Tens
 
 torch::Tensor TableEncodingImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
-  if (!cache_.defined() || cache_.size(0) < needed || cache_.device() != x.device()) {
-    // Grow geometrically so evaluation sweeps over many lengths build the table once or twice.
-    int64_t rows = std::max<int64_t>(needed, cache_.defined() ? 2 * cache_.size(0) : needed);
-    if (max_positions() >= 0) rows = std::min<int64_t>(rows, max_positions());
-    cache_ = (make_table(rows) * scale_).to(x.device());
+  torch::Tensor table;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (!cache_.defined() || cache_.size(0) < needed || cache_.device() != x.device()) {
+      // Grow geometrically so evaluation sweeps over many lengths build the table once or twice.
+      int64_t rows = std::max<int64_t>(needed, cache_.defined() ? 2 * cache_.size(0) : needed);
+      if (max_positions() >= 0) rows = std::min<int64_t>(rows, max_positions());
+      cache_ = (make_table(rows) * scale_).to(x.device());
+    }
+    table = cache_;
   }
-  return x + cache_.index_select(0, positions).unsqueeze(0).to(x.scalar_type());  // (1, T, C)
+  return x + table.index_select(0, positions).unsqueeze(0).to(x.scalar_type());  // (1, T, C)
 }
 
 LearnedEncodingImpl::LearnedEncodingImpl(int64_t block_size, int64_t n_embd) : PositionalEncodingImpl("learned") {

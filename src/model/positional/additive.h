@@ -1,5 +1,7 @@
 // Additive family: encodings added to the token embedding before the first block.
 #pragma once
+#include <mutex>
+
 #include "model/positional/positional.h"
 
 namespace poslab {
@@ -32,7 +34,8 @@ class TableEncodingImpl : public PositionalEncodingImpl {
 
  private:
   double scale_;
-  torch::Tensor cache_;  // (rows, C), already scaled
+  std::mutex cache_mutex_;  // batch shards run the forward pass on several threads at once
+  torch::Tensor cache_;     // (rows, C), already scaled
 };
 
 class SinusoidalEncodingImpl : public TableEncodingImpl {

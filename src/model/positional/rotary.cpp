@@ -20,13 +20,18 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
 std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                                    const torch::Tensor& positions) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
-  if (!cos_.defined() || cos_.size(0) < needed || cos_.device() != q.device()) {
-    int64_t rows = std::max<int64_t>(needed, cos_.defined() ? 2 * cos_.size(0) : needed);
-    auto angles = rope_angles(rows, head_dim_, base_);
-    cos_ = angles.cos().to(torch::kFloat).to(q.device());
-    sin_ = angles.sin().to(torch::kFloat).to(q.device());
+  torch::Tensor cos_table, sin_table;
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    if (!cos_.defined() || cos_.size(0) < needed || cos_.device() != q.device()) {
+      int64_t rows = std::max<int64_t>(needed, cos_.defined() ? 2 * cos_.size(0) : needed);
+      auto angles = rope_angles(rows, head_dim_, base_);
+      cos_ = angles.cos().to(torch::kFloat).to(q.device());
+      sin_ = angles.sin().to(torch::kFloat).to(q.device());
+    }
+    cos_table = cos_, sin_table = sin_;
   }
-  auto cos = cos_.index_select(0, positions), sin = sin_.index_select(0, positions);  // (T, hs/2)
+  auto cos = cos_table.index_select(0, positions), sin = sin_table.index_select(0, positions);  // (T, hs/2)
   return {apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)};
 }
 

@@ -1,5 +1,7 @@
 // Rotary family: RoPE (Su et al. 2021) rotates q and k inside attention; no additive embedding.
 #pragma once
+#include <mutex>
+
 #include "model/positional/positional.h"
 
 namespace poslab {
@@ -15,6 +17,7 @@ class RotaryEncodingImpl : public PositionalEncodingImpl {
  private:
   int64_t head_dim_;
   double base_;
+  std::mutex cache_mutex_;   // batch shards run the forward pass on several threads at once
   torch::Tensor cos_, sin_;  // (rows, hs/2) cache, grown on demand
 };
 
