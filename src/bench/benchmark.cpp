@@ -33,24 +33,41 @@ static void sync(const Runtime& rt) {
   if (rt.device.is_cuda()) torch::cuda::synchronize();
 }
 
-// Peak of the matrix unit poslab's matmuls use: n x n products in the run's precision.
+// Peak of the matrix unit poslab's matmuls use: n x n products in the run's precision, run the way
+// the training step runs them: with batch shards, one single-threaded product per shard thread at once.
 static double matmul_gflops(const Runtime& rt) {
   const int64_t n = rt.device.is_cuda() ? 8192 : 1024;
+  const bool sharded = rt.batch_shards > 1 && rt.device.is_cpu();
+  const int64_t lanes = sharded ? rt.batch_shards : 1;
+  set_blas_threads(rt, /*shards_running=*/sharded);
   auto dtype = rt.bf16 ? torch::kBFloat16 : torch::kFloat;
-  auto a = torch::randn({n, n}, torch::TensorOptions().device(rt.device)).to(dtype);
-  auto b = torch::randn({n, n}, torch::TensorOptions().device(rt.device)).to(dtype);
-  for (int i = 0; i < 3; ++i) torch::matmul(a, b);
+  std::vector<torch::Tensor> a, b;
+  for (int64_t i = 0; i < lanes; ++i) {
+    a.push_back(torch::randn({n, n}, torch::TensorOptions().device(rt.device)).to(dtype));
+    b.push_back(torch::randn({n, n}, torch::TensorOptions().device(rt.device)).to(dtype));
+  }
+  auto products = [&](int reps) {
+    if (!sharded) {
+      for (int r = 0; r < reps; ++r) torch::matmul(a[0], b[0]);
+      return;
+    }
+    at::parallel_for(0, lanes, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        for (int r = 0; r < reps; ++r) torch::matmul(a[i], b[i]);
+    });
+  };
+  products(/*reps=*/2);  // warm-up
   sync(rt);
   int reps = 0;
   const auto start = Clock::now();
   double secs = 0;
   while (secs < 1.0) {
-    torch::matmul(a, b);
+    products(/*reps=*/1);
     sync(rt);
     ++reps;
     secs = std::chrono::duration<double>(Clock::now() - start).count();
   }
-  return 2.0 * n * n * n * reps / secs / 1e9;
+  return 2.0 * n * n * n * lanes * reps / secs / 1e9;
 }
 
 static double percentile(std::vector<double> v, double q) {
