@@ -123,6 +123,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"precision", rt.bf16 ? "bf16" : "fp32"},
           {"threads", rt.threads},
           {"batch_shards", rt.batch_shards},
+          {"fused_adamw", rt.fused_adamw},
           {"steps", o.steps},
           {"warmup", o.warmup},
           {"params", model->num_params()},
@@ -140,13 +141,13 @@ std::string format_benchmark(const json& r) {
   std::ostringstream out;
   char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "poslab bench: %s, %s, %d threads, batch in %d shards, %lld params (%s)\n"
+                "poslab bench: %s, %s, %d threads, batch in %d shards, %s AdamW, %lld params (%s)\n"
                 "  train  %10.0f tok/s   step median %.1f ms, p90 %.1f ms\n"
                 "  eval   %10.0f tok/s\n"
                 "  memory %10.1f MB peak RSS\n"
                 "  flops  %10.2f GFLOP/s achieved, matmul peak %.1f GFLOP/s -> %.1f%% of peak\n",
                 r["device"].get<std::string>().c_str(), r["precision"].get<std::string>().c_str(), r["threads"].get<int>(),
-                r["batch_shards"].get<int>(), static_cast<long long>(r["params"].get<int64_t>()), r["config"]["pos_encoding"].get<std::string>().c_str(),
+                r["batch_shards"].get<int>(), r["fused_adamw"].get<bool>() ? "fused" : "LibTorch", static_cast<long long>(r["params"].get<int64_t>()), r["config"]["pos_encoding"].get<std::string>().c_str(),
                 r["train_tokens_per_s"].get<double>(), r["ms_per_step_median"].get<double>(),
                 r["ms_per_step_p90"].get<double>(), r["eval_tokens_per_s"].get<double>(), r["peak_rss_mb"].get<double>(),
                 r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());

@@ -246,6 +246,7 @@ Config config_from_json(const json& j) {
   t.precision = get<std::string>(full, "train.precision");
   t.threads = get<int>(full, "train.threads");
   t.batch_shards = get<int>(full, "train.batch_shards");
+  t.fused_adamw = get<bool>(full, "train.fused_adamw");
   require(t.max_iters > 0, "train.max_iters", "positive", t.max_iters);
   require(t.batch_size > 0, "train.batch_size", "positive", t.batch_size);
   require(t.learning_rate > 0, "train.learning_rate", "positive", t.learning_rate);
@@ -301,7 +302,7 @@ json config_to_json(const Config& c) {
         {"grad_clip", c.train.grad_clip}, {"eval_interval", c.train.eval_interval},
         {"eval_iters", c.train.eval_iters}, {"log_interval", c.train.log_interval},
         {"precision", c.train.precision}, {"threads", c.train.threads},
-        {"batch_shards", c.train.batch_shards}}},
+        {"batch_shards", c.train.batch_shards}, {"fused_adamw", c.train.fused_adamw}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
         {"stride", c.eval.stride}}},

@@ -63,6 +63,9 @@ struct TrainConfig {
   // single-threaded kernels, gradients summed in a fixed order. 0 = auto (fp32 with 2+ threads and
   // no dropout), 1 = off. Dropout draws from one shared RNG, so shards need dropout 0.
   int batch_shards = 0;
+  // CPU only: clipping and AdamW in one pass over raw arrays on every core (train/fused_adamw.h),
+  // the same update as LibTorch's to float rounding. false: clip_grad_norm_ + torch::optim::AdamW.
+  bool fused_adamw = true;
 };
 
 struct EvalConfig {

@@ -70,6 +70,7 @@ Runtime make_runtime(const Config& config) {
   torch::set_num_threads(rt.threads);
   set_blas_threads(rt, /*shards_running=*/false);
   rt.batch_shards = resolve_batch_shards(config, rt);
+  rt.fused_adamw = config.train.fused_adamw && rt.device.is_cpu();
   if (rt.device.is_cuda()) {
     at::globalContext().setAllowTF32CuBLAS(true);
     at::globalContext().setAllowTF32CuDNN(true);
@@ -82,7 +83,8 @@ std::string Runtime::describe() const {
          (bf16 ? "bf16 autocast (set train.precision=fp32 to turn off)" : "fp32") + ", " + std::to_string(threads) +
          " thread" + (threads == 1 ? "" : "s") + " (OMP_WAIT_POLICY=" +
          (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset") + ")" +
-         (batch_shards > 1 ? ", each batch split over " + std::to_string(batch_shards) + " threads" : "");
+         (batch_shards > 1 ? ", each batch split over " + std::to_string(batch_shards) + " threads" : "") +
+         (fused_adamw ? ", fused AdamW" : "");
 }
 
 AutocastGuard::AutocastGuard(const Runtime& rt) : active_(rt.bf16), cuda_(rt.device.is_cuda()) {

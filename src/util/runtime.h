@@ -14,6 +14,7 @@ struct Runtime {
   bool bf16 = false;  // autocast matrix products to bfloat16
   int threads = 1;
   int batch_shards = 1;  // > 1: each training batch is split over that many threads (CPU)
+  bool fused_adamw = false;  // CPU: clipping + AdamW by fused_adamw_step
   std::string describe() const;
 };
 
