@@ -1,50 +1,68 @@
 #!/usr/bin/env bash
 # poslab vs its PyTorch twin, one after the other (never at once: the numbers would lie), on the
 # same config, data and threads. Prints both and the ratios; writes the JSON files to OUT.
-#   bash scripts/bench/compare.sh [CONFIG] [STEPS] [THREADS] [OUT]
+#   bash scripts/bench/compare.sh [CONFIG] [STEPS] [THREADS] [OUT]      (REPEATS=3 by default)
 # Pairs: (1) defaults: poslab as shipped vs the twin as nanoGPT runs on CPU (fp32, PyTorch's default
 # threads, environment untouched); (2) fp32 vs fp32 at THREADS threads, each with its faster OpenMP
 # wait policy: poslab its default (ACTIVE), the twin PASSIVE (ACTIVE runs it ~2.3x slower, see
 # threads.sh); (3) poslab fp32 under the twin's PASSIVE too, the same environment for both; and
 # poslab's defaults with LibTorch's AdamW instead of the fused one, for what fusing gains.
+# The whole sequence runs REPEATS times, interleaved, so that a drift of the machine's speed hits
+# both sides of a ratio alike; each ratio is reported per repeat and as the median.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 CONFIG=${1:-configs/bench/nanogpt-cpu.json}
 STEPS=${2:-100}
 THREADS=${3:-$(nproc)}
 OUT=${4:-runs/bench}
+REPEATS=${REPEATS:-3}
 POSLAB=${POSLAB:-build/poslab}
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-mkdir -p "$OUT"
-echo "== $CONFIG, $STEPS timed steps, $(nproc) cores, $(date -u +%F)"
-"$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --json "$OUT/poslab_default.json"
-"$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --set train.fused_adamw=false --json "$OUT/poslab_default_unfused.json"
-env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads 0 \
-  --precision fp32 --json "$OUT/twin_default.json"
-env -u OMP_WAIT_POLICY "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" --json "$OUT/poslab_fp32.json"
-OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" --json "$OUT/poslab_fp32_passive.json"
-OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads "$THREADS" \
-  --precision fp32 --json "$OUT/twin_fp32.json"
-"$PY" - "$OUT" <<'PYEOF'
-import json, sys
-out = sys.argv[1]
-r = {k: json.load(open(f"{out}/{k}.json"))
-     for k in ["poslab_default", "poslab_default_unfused", "twin_default", "poslab_fp32", "twin_fp32", "poslab_fp32_passive"]}
+echo "== $CONFIG, $STEPS timed steps, $(nproc) cores, $REPEATS repeats, $(date -u +%F)"
+for r in $(seq 1 "$REPEATS"); do
+  d="$OUT/r$r"
+  mkdir -p "$d"
+  echo "-- repeat $r/$REPEATS"
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --json "$d/poslab_default.json" > /dev/null
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --set train.fused_adamw=false --json "$d/poslab_default_unfused.json" > /dev/null
+  env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads 0 \
+    --precision fp32 --json "$d/twin_default.json" > /dev/null
+  env -u OMP_WAIT_POLICY "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" \
+    --json "$d/poslab_fp32.json" > /dev/null
+  OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" \
+    --json "$d/poslab_fp32_passive.json" > /dev/null
+  OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads "$THREADS" \
+    --precision fp32 --json "$d/twin_fp32.json" > /dev/null
+done
+"$PY" - "$OUT" "$REPEATS" <<'PYEOF'
+import json, statistics, sys
+out, repeats = sys.argv[1], int(sys.argv[2])
+names = ["poslab_default", "poslab_default_unfused", "twin_default", "poslab_fp32", "twin_fp32", "poslab_fp32_passive"]
+runs = [{k: json.load(open(f"{out}/r{i}/{k}.json")) for k in names} for i in range(1, repeats + 1)]
 def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
-print(f"{'run':20} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11}")
-for k, x in r.items():
-    print(f"{k:20} {x['precision']:>9} {x['threads']:>7} {x.get('batch_shards', 1):>6} {tok(x):12.0f} "
-          f"{x['ms_per_step_median']:11.1f} {x['ms_per_step_p90']:7.1f} {x['peak_rss_mb']:11.1f}")
-print(f"defaults: poslab / nanoGPT-style twin = {tok(r['poslab_default']) / tok(r['twin_default']):.2f}x (target >= 2.0)")
-print(f"fp32, same threads: poslab / twin   = {tok(r['poslab_fp32']) / tok(r['twin_fp32']):.2f}x (target >= 1.1)")
-print(f"fp32, same threads and PASSIVE      = {tok(r['poslab_fp32_passive']) / tok(r['twin_fp32']):.2f}x")
-print(f"fused AdamW: defaults / unfused    = {tok(r['poslab_default']) / tok(r['poslab_default_unfused']):.2f}x")
-print(f"fp32 peak memory: poslab / twin     = {r['poslab_fp32']['peak_rss_mb'] / r['twin_fp32']['peak_rss_mb']:.2f}x (target <= 1.0)")
-json.dump({"runs": r,
-           "ratio_defaults": tok(r['poslab_default']) / tok(r['twin_default']),
-           "ratio_fp32": tok(r['poslab_fp32']) / tok(r['twin_fp32']),
-           "ratio_fused_adamw": tok(r['poslab_default']) / tok(r['poslab_default_unfused']),
-           "ratio_fp32_passive": tok(r['poslab_fp32_passive']) / tok(r['twin_fp32']),
-           "memory_ratio_fp32": r['poslab_fp32']['peak_rss_mb'] / r['twin_fp32']['peak_rss_mb']},
-          open(f"{out}/summary.json", "w"), indent=1)
+def med(values): return statistics.median(values)
+print(f"median of {repeats} repeats")
+print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11}")
+table = {}
+for k in names:
+    xs = [r[k] for r in runs]
+    row = {"precision": xs[0]["precision"], "threads": xs[0]["threads"], "batch_shards": xs[0].get("batch_shards", 1),
+           "train_tokens_per_s": med([tok(x) for x in xs]), "ms_per_step_median": med([x["ms_per_step_median"] for x in xs]),
+           "ms_per_step_p90": med([x["ms_per_step_p90"] for x in xs]), "peak_rss_mb": med([x["peak_rss_mb"] for x in xs])}
+    table[k] = row
+    print(f"{k:23} {row['precision']:>9} {row['threads']:>7} {row['batch_shards']:>6} {row['train_tokens_per_s']:12.0f} "
+          f"{row['ms_per_step_median']:11.1f} {row['ms_per_step_p90']:7.1f} {row['peak_rss_mb']:11.1f}")
+ratios = {
+    "defaults: poslab / nanoGPT-style twin (target >= 2.0)": lambda r: tok(r["poslab_default"]) / tok(r["twin_default"]),
+    "fp32, same threads: poslab / twin (target >= 1.1)": lambda r: tok(r["poslab_fp32"]) / tok(r["twin_fp32"]),
+    "fp32, same threads and PASSIVE: poslab / twin": lambda r: tok(r["poslab_fp32_passive"]) / tok(r["twin_fp32"]),
+    "fused AdamW: defaults / unfused": lambda r: tok(r["poslab_default"]) / tok(r["poslab_default_unfused"]),
+    "fp32 peak memory: poslab / twin (target <= 1.0)": lambda r: r["poslab_fp32"]["peak_rss_mb"] / r["twin_fp32"]["peak_rss_mb"],
+}
+summary = {"repeats": repeats, "runs": table, "ratios": {}}
+for label, f in ratios.items():
+    per = [f(r) for r in runs]
+    summary["ratios"][label] = {"median": med(per), "per_repeat": per}
+    print(f"{label:55} median {med(per):.2f}x   (" + ", ".join(f"{v:.2f}" for v in per) + ")")
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 PYEOF
