@@ -60,8 +60,8 @@ struct TrainConfig {
   std::string precision = "auto";  // auto|fp32|bf16 (auto: bf16 where the hardware has it)
   int threads = 0;                 // intra-op threads; 0 picks the measured default
   // CPU only: each batch is split into this many shards, run at once on their own threads with
-  // single-threaded kernels, gradients summed in a fixed order. 0 = auto (fp32 with 2+ threads and
-  // no dropout), 1 = off. Dropout draws from one shared RNG, so shards need dropout 0.
+  // single-threaded kernels, gradients summed in a fixed order. 0 = auto (2+ threads, no dropout and
+  // at least one example per thread), 1 = off. Dropout draws from one shared RNG, so shards need dropout 0.
   int batch_shards = 0;
   // CPU only: clipping and AdamW in one pass over raw arrays on every core (train/fused_adamw.h),
   // the same update as LibTorch's to float rounding. false: clip_grad_norm_ + torch::optim::AdamW.
