@@ -7,7 +7,7 @@ printf '{\n  "model": {"n_layer": }\n}\n' > malformed.json
 printf '{"model": {"n_layers": 2}}\n' > unknown.json
 printf '{"model": {"n_layer": "two"}}\n' > wrongtype.json
 printf '{"train": {"learning_rate": -1}}\n' > range.json
-printf '{"model": {"pos_encoding": {"kind": "xpos"}}}\n' > kind.json
+printf '{"model": {"pos_encoding": {"kind": "xpos9"}}}\n' > kind.json
 printf '{"data": {"task": "juggle"}}\n' > task.json
 printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/missing.txt" > missing.json
 : > empty.txt; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/empty.txt" > empty.json
@@ -19,7 +19,7 @@ expect_fail 2 "malformed.json: malformed JSON at line 2, column" -- "$POSLAB" tr
 expect_fail 2 "unknown key 'model.n_layers'" -- "$POSLAB" train -c unknown.json --out r1
 expect_fail 2 "model.n_layer must be an integer" -- "$POSLAB" train -c wrongtype.json --out r1
 expect_fail 2 "train.learning_rate must be positive" -- "$POSLAB" train -c range.json --out r1
-expect_fail 2 "unknown encoding 'xpos'" -- "$POSLAB" train -c kind.json --out r1
+expect_fail 2 "unknown encoding 'xpos9'" -- "$POSLAB" train -c kind.json --out r1
 expect_fail 2 "unknown task 'juggle'" -- "$POSLAB" train -c task.json --out r1
 expect_fail 2 "missing.txt: no such file" -- "$POSLAB" train -c missing.json --out r1
 expect_fail 2 "the file is empty" -- "$POSLAB" train -c empty.json --out r1
@@ -51,4 +51,23 @@ expect_fail 2 "not in the run's vocabulary" -- "$POSLAB" sample --run run --prom
 expect_fail 2 "--format" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --format xml
 expect_fail 2 "unknown encoding 'nope'" -- "$POSLAB" pe --kind nope --positions 4 --dim 8
 expect_fail 2 "" -- "$POSLAB" frobnicate
+
+# Evaluation-time RoPE scaling: wrong kind, range, flags without their partner, a non-eval key, a bad tag.
+expect_fail 2 "applies to rotary encodings (rope, xpos), not to 'learned'" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling yarn --factor 2
+expect_fail 2 "--rope-scaling" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling stretch --factor 2
+expect_fail 2 "--rope-scaling needs --factor" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear
+expect_fail 2 "--factor must be >= 1" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor 0.5
+expect_fail 2 "--factor and --original-length need --rope-scaling" -- "$POSLAB" eval --run run --lengths 8 --factor 2
+expect_fail 2 "can only change eval.* keys" -- "$POSLAB" eval --run run --lengths 8 --set model.n_layer=2
+expect_fail 2 "eval.rope_scaling.factor must be >= 1" -- "$POSLAB" eval --run run --lengths 8 --set eval.rope_scaling.factor=0
+expect_fail 2 "--tag 'a/b' may hold only" -- "$POSLAB" eval --run run --lengths 8 --tag a/b
+expect_fail 2 "eval.rope_scaling.kind: unknown rope scaling 'pi'" -- "$POSLAB" train -c ok.json --set eval.rope_scaling.kind=pi --out r2
+expect_fail 2 "--rope-scaling applies to rotary kinds" -- "$POSLAB" pe --kind alibi --positions 4 --dim 8 --rope-scaling yarn --factor 2
+expect_fail 2 "--factor must be >= 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling ntk --factor 0
+printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_layer": 2}}}\n' > evalgrid.json
+expect_fail 2 "eval_grid.x.model.n_layer: only eval.* keys can vary without retraining" -- "$POSLAB" compare -c evalgrid.json --out r3
+printf '{"base": "ok.json", "grid": {"seed": [1]}, "seeds": [1]}\n' > seeds.json
+expect_fail 2 "give seeds either" -- "$POSLAB" compare -c seeds.json --out r3
+check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
+
 finish
