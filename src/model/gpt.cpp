@@ -36,9 +36,12 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   torch::Tensor y;
 #if TORCH_VERSION_MAJOR >= 2
   // Fused kernels: flash attention when only the causal mask applies, else an additive mask.
-  if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
-  else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
-#else
+  if (record_probs == nullptr) {
+    if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
+    else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
+  }
+#endif
+  if (!y.defined()) {  // explicit scores: LibTorch 1.x, and when the probabilities are being recorded
   const double scale = 1.0 / std::sqrt(static_cast<double>(k.size(-1)));
   torch::Tensor att;  // (B, H, T, T)
   if (causal_only && q.scalar_type() == attn_bias.scalar_type()) {
@@ -51,9 +54,10 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
     att = torch::matmul(q, k.transpose(-2, -1)) * scale + attn_bias;
   }
   att = torch::softmax(att, /*dim=*/-1);
+  if (record_probs != nullptr) *record_probs = att.detach();
   if (p_drop > 0) att = F::dropout(att, F::DropoutFuncOptions().p(p_drop).training(true));
   y = torch::matmul(att.to(v.scalar_type()), v);  // (B, H, T, hs)
-#endif
+  }
   y = y.transpose(1, 2).contiguous().view({B, T, C});
   return resid_dropout(c_proj(y));
 }
