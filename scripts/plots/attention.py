@@ -75,6 +75,15 @@ def plot_stats(data, path):
         else:
             style.no_data(ax, "no length could be evaluated")
         style.length_axis(ax, lengths or [1], data.get("train_length"), data.get("length_unit", "tokens"))
+        for r in data.get("lengths", []):
+            if r.get("status") != "ok":  # lengths the encoding cannot represent, as in `poslab eval`
+                ax.annotate("n/a", xy=(r["length"], 0.03), xycoords=("data", "axes fraction"), ha="center",
+                            fontsize=9, color="0.35")
+        ax.ticklabel_format(axis="y", useOffset=False)
+        if key in ("entropy_norm", "first_share"):  # fractions: the whole range, so "near 1" reads as such
+            ax.set_ylim(-0.02, 1.05)
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=11, pad=16)
         ax.grid(True, alpha=0.3)
@@ -84,10 +93,10 @@ def plot_stats(data, path):
     leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.93), frameon=False,
                      title="colour: head\nline: layer")
     seqs = rows[0].get("sequences") if rows else 0
-    fig.suptitle("attention statistics: %s\n(mean over %s validation sequence%s and all queries%s)"
-                 % (run_label(data), seqs, "" if seqs == 1 else "s", na_note(data)), fontsize=13)
+    title = fig.suptitle("attention statistics: %s\n(mean over %s validation sequence%s and all queries%s)"
+                         % (run_label(data), seqs, "" if seqs == 1 else "s", na_note(data)), fontsize=13)
     fig.tight_layout()
-    style.save(fig, path, [leg])
+    style.save(fig, path, [leg, title])
 
 
 def pick_map_lengths(data):

@@ -30,7 +30,7 @@ def describe(data):
 # Additive
 
 
-def similarity_profiles(ax, sim, name):
+def similarity_profiles(ax, sim, name, ylabel):
     """Rows of PE[p].PE[q] against the offset q - p for a few anchors p, and whether they coincide."""
     n = sim.shape[0]
     anchors = sorted(set([0, n // 4, n // 2]))
@@ -48,7 +48,7 @@ def similarity_profiles(ax, sim, name):
     ax.axvline(0, color="0.5", linewidth=0.8)
     ax.set_title("%s against offset k = q − p\n(%s)" % (name, verdict), fontsize=10)
     ax.set_xlabel("offset q − p (positions)")
-    ax.set_ylabel(name)
+    ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
     ax.legend(title="anchor", fontsize=8, loc="best")
 
@@ -64,7 +64,7 @@ def plot_additive(fig, data):
         sim = style.array(data["similarity"])
         style.heatmap(fig.add_subplot(gs[0, 2:4]), sim, "similarity PE[p] · PE[q]", "position q", "position p",
                       "dot product")
-        similarity_profiles(fig.add_subplot(gs[0, 4:6]), sim, "PE[p] · PE[p + k]")
+        similarity_profiles(fig.add_subplot(gs[0, 4:6]), sim, "PE[p] · PE[p + k]", "dot product")
 
     # Pairs of dimensions as points in the plane, coloured by position: sinusoidal pairs on circles.
     pairs = min(3, d // 2)
