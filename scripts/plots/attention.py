@@ -26,6 +26,15 @@ STATS = [  # key, axis label, title
 ]
 
 
+def stat_axis(ax, key):
+    """Fractions on their whole range (so "near 1" reads as such), other statistics from zero."""
+    ax.ticklabel_format(axis="y", useOffset=False)
+    if key in ("entropy_norm", "first_share"):
+        ax.set_ylim(-0.02, 1.05)
+    else:
+        ax.set_ylim(bottom=0)
+
+
 def ok_entries(data):
     return [r for r in data.get("lengths", []) if r.get("status") == "ok"]
 
@@ -79,11 +88,7 @@ def plot_stats(data, path):
             if r.get("status") != "ok":  # lengths the encoding cannot represent, as in `poslab eval`
                 ax.annotate("n/a", xy=(r["length"], 0.03), xycoords=("data", "axes fraction"), ha="center",
                             fontsize=9, color="0.35")
-        ax.ticklabel_format(axis="y", useOffset=False)
-        if key in ("entropy_norm", "first_share"):  # fractions: the whole range, so "near 1" reads as such
-            ax.set_ylim(-0.02, 1.05)
-        else:
-            ax.set_ylim(bottom=0)
+        stat_axis(ax, key)
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=11, pad=16)
         ax.grid(True, alpha=0.3)
@@ -211,6 +216,7 @@ def plot_compare(cells, groups, colors, path, title):
                             linewidth=0)
             ax.plot(x, mean, color=colors.get(g), marker=style.MARKERS[i % 12], linewidth=1.8, label=g)
         style.length_axis(ax, all_lengths or [1], tl, unit)
+        stat_axis(ax, key)
         ax.set_ylabel(ylabel)
         ax.set_title(ttl, fontsize=10, pad=16)
         ax.grid(True, alpha=0.3)
@@ -218,7 +224,10 @@ def plot_compare(cells, groups, colors, path, title):
                     bbox_to_anchor=(1.02, 1.0), frameon=False)
     top.suptitle("%s: attention against evaluation length (mean over layers and heads)" % title, fontsize=12)
 
-    maps_axes = np.atleast_1d(bottom.subplots(1, len(groups)))
+    maps_axes = np.atleast_1d(bottom.subplots(1, max(4, len(groups))))  # at least 4 columns: square-ish maps
+    for ax in maps_axes[len(groups):]:
+        ax.axis("off")
+    maps_axes = maps_axes[:len(groups)]
     im = None
     for ax, g in zip(maps_axes, groups):
         name, data = by_group[g][0]
