@@ -57,14 +57,14 @@ def plot_additive(fig, data):
     table = style.array(data["table"])  # (N, D)
     n, d = table.shape
     gs = fig.add_gridspec(2, 6, hspace=0.45, wspace=1.3)
-    init = " (initialisation; trained values live in a run's model.pt)" if data.get("trainable") else ""
+    init = "\n(initialisation: trained values live in a run's model.pt)" if data.get("trainable") else ""
     style.heatmap(fig.add_subplot(gs[0, 0:2]), table, "PE[p, i]: what is added to the token embedding" + init,
                   "dimension i", "position p", "value added", extent=(-0.5, d - 0.5, n - 0.5, -0.5))
     if "similarity" in data:
         sim = style.array(data["similarity"])
         style.heatmap(fig.add_subplot(gs[0, 2:4]), sim, "similarity PE[p] · PE[q]", "position q", "position p",
                       "dot product")
-        similarity_profiles(fig.add_subplot(gs[0, 4:6]), sim, "PE[p] · PE[p + k]", "dot product")
+        similarity_profiles(fig.add_subplot(gs[0, 4:6]), sim, "PE[p] · PE[p + k]", "")  # named in its title
 
     # Pairs of dimensions as points in the plane, coloured by position: sinusoidal pairs on circles.
     pairs = min(3, d // 2)
@@ -194,17 +194,19 @@ def plot_bias(fig, data):
     H, n, _ = bias.shape
     shown = min(H, 8)
     slopes = data.get("slopes")
-    gs = fig.add_gridspec(2, max(shown, 2), height_ratios=[1, 1.1], hspace=0.55, wspace=0.55)
+    cols = min(shown, 4)  # at most 4 maps a row, so each keeps a readable colour bar
+    rows = -(-shown // cols)
+    gs = fig.add_gridspec(rows + 1, max(cols, 2), height_ratios=[1] * rows + [1.1], hspace=0.55, wspace=0.55)
     causal = np.tril(np.ones((n, n))) > 0
     for h in range(shown):
-        ax = fig.add_subplot(gs[0, h])
+        ax = fig.add_subplot(gs[h // cols, h % cols])
         label = "head %d" % h + (" (m=%s)" % style.fmt_g(slopes[h], 3) if slopes and h < len(slopes) else "")
         # Each head on its own scale (a gentle head would look blank beside a steep one); the line
         # plot below compares the heads on one axis.
-        style.heatmap(ax, np.where(causal, bias[h], np.nan), label, "key j", "query i" if h == 0 else "",
-                      "bias" if h == shown - 1 else "")
+        style.heatmap(ax, np.where(causal, bias[h], np.nan), label, "key j", "query i" if h % cols == 0 else "",
+                      "bias" if h % cols == cols - 1 else "")
     fig.suptitle("bias added to the attention logit, per head (grey: future keys, masked)", fontsize=11)
-    ax = fig.add_subplot(gs[1, :])
+    ax = fig.add_subplot(gs[rows, :])
     cmap = plt.get_cmap("viridis")
     for h in range(H):
         row = bias[h, n - 1, ::-1]  # the last query against distance 0..n-1
@@ -243,13 +245,13 @@ SECTIONS = [  # (test on the JSON, drawer, height in inches)
     (lambda d: "table" in d and d.get("family") != "none", plot_additive, 8.5),
     (lambda d: "by_base" in d, plot_by_base, 4.0),
     (lambda d: "angles" in d or "qk" in d, plot_rotary, 4.4),
-    (lambda d: "bias" in d, plot_bias, 7.0),
+    (lambda d: "bias" in d, plot_bias, lambda d: 3.6 * -(-min(len(d["bias"]), 8) // 4) + 3.8),
 ]
 
 
 def plot_pe(data, path):
     """Every section whose keys the JSON has, stacked, under one title naming the kind and options."""
-    sections = [(draw, h) for test, draw, h in SECTIONS if test(data)]
+    sections = [(draw, h(data) if callable(h) else h) for test, draw, h in SECTIONS if test(data)]
     heights = [0.5] + [h for _, h in sections]  # a strip on top for the title
     fig = plt.figure(figsize=(18, sum(heights)))
     subfigs = np.atleast_1d(fig.subfigures(len(heights), 1, height_ratios=heights, hspace=0.04))
