@@ -75,6 +75,8 @@ static std::string last_error(const std::string& log) {
 // Attention statistics for the report, once per finished cell: a couple of validation sequences at
 // the cell's eval lengths (seconds, next to minutes of training). A failure costs only the picture.
 static void cell_attention(const Experiment& e, const CompareOptions& o) {
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);  // one line per cell here, not one per length
   for (const auto& c : e.cells) {
     const std::string dir = cell_dir(o.out, c);
     if (!c.error.empty() || !cell_finished(dir) || file_exists(dir + "/attention.json")) continue;
@@ -87,6 +89,7 @@ static void cell_attention(const Experiment& e, const CompareOptions& o) {
       spdlog::warn("{}: attention statistics skipped: {}", c.name, ex.what());
     }
   }
+  spdlog::set_level(level);
 }
 
 json run_experiment(const Experiment& e, const CompareOptions& o) {
