@@ -141,6 +141,7 @@ def plot_maps(data, path):
     im = None
     for sub, r in zip(subfigs, picks):
         axes = np.array(sub.subplots(L, H, squeeze=False))
+        sub.subplots_adjust(left=0.07, right=0.97, wspace=0.3)  # the two lengths close together
         T, block = r["tokens"], r.get("map_block", 1)
         for l in range(L):
             for h in range(H):
