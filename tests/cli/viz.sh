@@ -15,6 +15,15 @@ expect_fail 2 "--lengths: 'abc' is not a positive integer" -- "$POSLAB" attentio
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" attention --run nowhere --lengths 0
 expect_fail 2 "--sequences: must be a positive integer" -- "$POSLAB" attention --run nowhere --sequences 0
 
+# What the pictures get is chosen by family and by which options change the encoding, not by name.
+"$POSLAB" pe --kind sinusoidal -n 16 -d 8 --plot-data sin.json >/dev/null 2>&1
+"$POSLAB" pe --kind rope -n 16 -d 8 --heads 2 --plot-data rope.json >/dev/null 2>&1
+"$POSLAB" pe --kind alibi -n 16 -d 8 --heads 4 --plot-data alibi.json >/dev/null 2>&1
+check "sinusoidal: base and scale matter, a sweep over bases, a similarity matrix" \
+  grep -q '"by_base":.*"options":{"base":10000.0,"scale":0.35' sin.json
+check "rope: base matters, heads do not; q.k against distance" grep -q '"options":{"base":10000.0}.*"qk":' rope.json
+check "alibi: heads matter, base does not" grep -q '"options":{"heads":4}' alibi.json
+
 printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 3, "precision": "fp32"}}\n' > ok.json
 "$POSLAB" train -c ok.json --out run >/dev/null 2>&1
 "$POSLAB" attention --run run --lengths 4,8,32 --sequences 2 --no-plot >/dev/null 2>&1
