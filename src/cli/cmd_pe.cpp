@@ -97,9 +97,13 @@ void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig
   }
 }
 
-void draw(const nlohmann::json& data, const std::string& png) {
+std::string plots_script() {
   const std::string script = find_script("plots");
   if (script.empty()) throw std::runtime_error("scripts/plots not found (set POSLAB_SCRIPTS to the scripts directory)");
+  return script;
+}
+
+void draw(const std::string& script, const nlohmann::json& data, const std::string& png) {
   TempFile json_file{png + ".pe.json"};
   write_file_atomic(json_file.path, data.dump() + "\n");
   if (run_python_script(script, {"pe", json_file.path, png}) != 0)
@@ -127,6 +131,7 @@ void add_pe(CLI::App& app) {
     // Before any work: nothing is computed, drawn or half-written for an output that cannot be written.
     if (!o->plot.empty()) check_output_path(o->plot, "--plot", {".png", ".svg", ".pdf"});
     if (!o->plot_data.empty()) check_output_path(o->plot_data, "--plot-data", {".json"});
+    const std::string script = o->plot.empty() ? "" : plots_script();
     const bool pictures = !o->plot.empty() || !o->plot_data.empty();
     // Build through the same config validation and factory that training uses.
     nlohmann::json j = {{"model",
@@ -149,7 +154,7 @@ void add_pe(CLI::App& app) {
       }
       add_plot_data(out, *o, c.model.pos_encoding, *pe, tensors);
       if (!o->plot_data.empty()) write_file_atomic(o->plot_data, out.dump() + "\n");
-      if (!o->plot.empty()) draw(out, o->plot);
+      if (!o->plot.empty()) draw(script, out, o->plot);
       for (const auto& f : {o->plot_data, o->plot})
         if (!f.empty()) std::cout << "written: " << f << "\n";
     } else {
