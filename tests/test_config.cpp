@@ -84,8 +84,8 @@ TEST(ConfigErrors, ImpossibleValues) {
   expect_error([&] { load_config(path, {"model.n_layer=0"}); }, {"model.n_layer must be positive"});
   expect_error([&] { load_config(path, {"train.batch_size=-3"}); }, {"train.batch_size must be positive"});
   expect_error([&] { load_config(path, {"model.dropout=1.5"}); }, {"model.dropout"});
-  expect_error([&] { load_config(path, {"model.pos_encoding.kind=xpos"}); },
-               {"model.pos_encoding.kind", "unknown encoding 'xpos'", "rope", "alibi"});
+  expect_error([&] { load_config(path, {"model.pos_encoding.kind=nope"}); },
+               {"model.pos_encoding.kind", "unknown encoding 'nope'", "rope", "alibi", "cope"});
   expect_error([&] { load_config(path, {"data.task=juggle"}); }, {"data.task", "unknown task 'juggle'", "copy"});
   expect_error([&] { load_config(path, {"eval.lengths=[8,0]"}); }, {"eval.lengths"});
   expect_error([&] { load_config(path, {"data.kind=text"}); }, {"data.path"});
@@ -93,6 +93,36 @@ TEST(ConfigErrors, ImpossibleValues) {
                {"train.batch_shards", "up to train.batch_size"});
   expect_error([&] { load_config(path, {"model.dropout=0.1", "train.batch_shards=2"}); },
                {"train.batch_shards", "model.dropout"});
+}
+
+TEST(ConfigErrors, EncodingOptions) {
+  TempDir dir;
+  auto path = dir.file("c.json", R"({"model": {"block_size": 64}})");
+  const std::string at = "model.pos_encoding.";
+  auto kind = [&](const std::string& k) { return at + "kind=" + k; };
+  expect_error([&] { load_config(path, {kind("rope"), at + "rotary_fraction=0"}); }, {"rotary_fraction", "in (0, 1]"});
+  expect_error([&] { load_config(path, {kind("rope"), at + "rotary_fraction=1.5"}); }, {"rotary_fraction", "in (0, 1]"});
+  expect_error([&] { load_config(path, {kind("rope"), at + "rotary_fraction=0.05"}); }, {"rotary_fraction", "one pair"});
+  expect_error([&] { load_config(path, {kind("t5"), at + "num_buckets=1"}); }, {"model.pos_encoding.num_buckets", "at least 2"});
+  expect_error([&] { load_config(path, {kind("t5"), at + "max_distance=16"}); }, {"model.pos_encoding.max_distance", "num_buckets/2"});
+  expect_error([&] { load_config(path, {kind("t5"), at + "num_buckets=\"32\""}); }, {"model.pos_encoding.num_buckets must be an integer"});
+  expect_error([&] { load_config(path, {kind("cope"), at + "npos=0"}); }, {"model.pos_encoding.npos must be positive"});
+  expect_error([&] { load_config(path, {kind("fire"), at + "init_c=-1"}); }, {"model.pos_encoding.init_c must be positive"});
+  expect_error([&] { load_config(path, {kind("fire"), at + "mlp_width=0"}); }, {"model.pos_encoding.mlp_width must be positive"});
+  expect_error([&] { load_config(path, {kind("xpos"), at + "scale_base=0"}); }, {"model.pos_encoding.scale_base must be positive"});
+  expect_error([&] { load_config(path, {kind("xpos"), "model.n_embd=20", "model.n_head=4"}); }, {"even", "xpos"});
+  expect_error([&] { load_config(path, {at + "randomize.max_position=32"}); },
+               {"model.pos_encoding.randomize.max_position", ">= model.block_size (64)"});
+  expect_error([&] { load_config(path, {at + "randomize.eval=1"}); }, {"model.pos_encoding.randomize.eval must be a boolean"});
+  expect_error([&] { load_config(path, {at + "randomize.max=9"}); }, {"unknown key 'model.pos_encoding.randomize.max'"});
+  // Options of another kind are ignored, as bits is for every kind but binary.
+  EXPECT_NO_THROW(load_config(path, {kind("alibi"), at + "num_buckets=1"}));
+  Config c = load_config(path, {kind("fire"), at + "randomize.max_position=2048", at + "mlp_width=8"});
+  EXPECT_EQ(c.model.pos_encoding.randomize.max_position, 2048);
+  EXPECT_EQ(c.model.pos_encoding.mlp_width, 8);
+  Config back = config_from_json(config_to_json(c));
+  EXPECT_EQ(back.model.pos_encoding.randomize.max_position, 2048);
+  EXPECT_EQ(back.model.pos_encoding.mlp_width, 8);
 }
 
 TEST(ConfigErrors, SetPathThatDoesNotExist) {

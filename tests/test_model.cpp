@@ -2,6 +2,7 @@
 // weight-decay groups, and what a pre-LayerNorm block does to the naive index encoding.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "model/gpt.h"
@@ -49,7 +50,12 @@ TEST_P(EveryKind, EveryParameterRegisteredOnce) {
   const int64_t C = m.n_embd, V = m.vocab_size;
   const int64_t per_block = 2 * C + 3 * C * C + C * C + 4 * C * C + 4 * C * C;  // ln_1, ln_2, attn, mlp (no bias)
   int64_t expected = V * C + m.n_layer * per_block + C;                        // wte (tied head), blocks, ln_f
-  if (GetParam() == "learned") expected += m.block_size * C;
+  // The encodings' own parameters, from their definitions (H heads, hs head size, defaults of PosEncodingConfig).
+  const int64_t H = m.n_head, hs = C / H;
+  const std::map<std::string, int64_t> pos_params = {
+      {"learned", m.block_size * C}, {"t5", 32 * H},      {"kerple_log", 2 * H}, {"kerple_power", 2 * H},
+      {"fire", (32 + 32) + (32 * H + H) + 2},             {"cope", hs * 64}};
+  if (pos_params.count(GetParam())) expected += pos_params.at(GetParam());
   EXPECT_EQ(by_name, expected);
   EXPECT_EQ(model->num_params(), expected);
 }

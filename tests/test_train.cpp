@@ -67,12 +67,11 @@ TEST_P(TrainEveryKind, ShortRunLowersTheLoss) {
 INSTANTIATE_TEST_SUITE_P(Kinds, TrainEveryKind, ::testing::ValuesIn(kEncodingKinds),
                          [](const auto& info) { return info.param; });
 
-TEST(Resume, StopAndResumeGivesIdenticalLosses) {
+// Trains `c` straight through and stopped at `stop_at` then resumed: the logs must be identical.
+static void expect_exact_resume(const Config& c, int stop_at) {
   TempDir dir;
-  Config c = tiny_copy("rope");
-  c.model.dropout = 0.1;  // exercises the torch RNG state in the checkpoint too
   ASSERT_EQ(train_new(c, dir.sub("straight")).status, "done");
-  ASSERT_EQ(train_new(c, dir.sub("split"), /*stop_at=*/25).status, "interrupted");
+  ASSERT_EQ(train_new(c, dir.sub("split"), stop_at).status, "interrupted");
   ASSERT_EQ(train_resume(dir.sub("split")).status, "done");
   auto a = read_metrics(dir.sub("straight")), b = read_metrics(dir.sub("split"));
   ASSERT_EQ(a.size(), b.size());
@@ -80,6 +79,30 @@ TEST(Resume, StopAndResumeGivesIdenticalLosses) {
     ASSERT_EQ(a[i]["step"], b[i]["step"]);
     for (const char* key : {"train_loss", "val_loss", "lr"})
       if (a[i].contains(key)) EXPECT_EQ(a[i][key].get<double>(), b[i][key].get<double>()) << key << " at step " << a[i]["step"];
+  }
+}
+
+TEST(Resume, StopAndResumeGivesIdenticalLosses) {
+  Config c = tiny_copy("rope");
+  c.model.dropout = 0.1;  // exercises the torch RNG state in the checkpoint too
+  expect_exact_resume(c, /*stop_at=*/25);
+}
+
+TEST_P(TrainEveryKind, ResumesExactly) {
+  Config c = tiny_copy(GetParam());
+  c.train.max_iters = 20;
+  c.train.eval_interval = 10;
+  expect_exact_resume(c, /*stop_at=*/10);
+}
+
+// Randomized positions come from torch's RNG, which the checkpoint holds: resuming draws the same ones.
+TEST(Randomize, TrainsAndResumesExactly) {
+  for (const char* kind : {"learned", "rope", "fire"}) {
+    Config c = tiny_copy(kind);
+    c.model.pos_encoding.randomize.max_position = 64;
+    c.train.max_iters = 20;
+    c.train.eval_interval = 10;
+    expect_exact_resume(c, /*stop_at=*/10);
   }
 }
 

@@ -25,12 +25,12 @@ from matplotlib.lines import Line2D
 from plots import attention
 from plots.report_text import build_tables, write_html, write_markdown
 from plots.results import (InputError, group_order, has_exact_match, is_ok, load_cells, load_results,
-                           rows_by_group, train_tokens, warn)
+                           rows_by_group, seeds_phrase, train_tokens, warn)
 from plots.style import MARKERS, finite, fmt_g, group_colors, length_axis, no_data, num, save, train_line
 
-IMAGES = [
-    ("loss_curves.png", "Training and validation loss"),
+IMAGES = [  # the first picture is the headline: what happens past the training length
     ("extrapolation.png", "Length extrapolation"),
+    ("loss_curves.png", "Training and validation loss"),
     ("position_loss.png", "Loss by token position"),
 ]
 ATTENTION_IMAGE = ("attention.png", "Attention by length (per encoding)")
@@ -131,7 +131,7 @@ def plot_metric_vs_length(ax, res, groups, colors, table, lengths, key, ylabel):
     values, handles = [], []
     for i, g in enumerate(groups):
         row_map = table.get(g, {})
-        pts = [(L, num(row_map[L].get(key + "_mean")), num(row_map[L].get(key + "_std")))
+        pts = [(L, num(row_map[L].get(key + "_mean")), num(row_map[L].get(key + "_ci95")))
                for L in lengths if is_ok(row_map.get(L)) and finite(row_map[L].get(key + "_mean"))]
         label = g + na_suffix(row_map, lengths)
         if not pts:
@@ -141,8 +141,12 @@ def plot_metric_vs_length(ax, res, groups, colors, table, lengths, key, ylabel):
         x = np.array([p[0] for p in pts], dtype=float) * dodge
         y = np.array([p[1] for p in pts])
         e = np.array([p[2] if finite(p[2]) else 0.0 for p in pts])
-        h = ax.errorbar(x, y, yerr=e, color=colors[g], marker=MARKERS[i % len(MARKERS)], markersize=6,
-                        linewidth=1.8, capsize=3, label=label, zorder=3)
+        h, = ax.plot(x, y, color=colors[g], marker=MARKERS[i % len(MARKERS)], markersize=6, linewidth=1.8,
+                     label=label, zorder=3)
+        if e.any():  # the 95% interval over seeds as a band (one seed has none)
+            ax.fill_between(x, y - e, y + e, color=colors[g], alpha=0.18, linewidth=0, zorder=2)
+            values.extend(y - e)
+            values.extend(y + e)
         handles.append(h)
         values.extend(y)
     return handles, values
@@ -169,10 +173,10 @@ def plot_extrapolation(res, groups, colors, table, path):
         ax.grid(True, which="major", alpha=0.3)
         if key == "exact_match":
             ax.set_ylim(-0.03, 1.05)
-            ax.set_title("exact match by length (mean ± std over seeds)", pad=18)
+            ax.set_title("exact match by length (%s)" % seeds_phrase(res), pad=18)
         else:
             maybe_log_y(ax, values)
-            ax.set_title("loss by length (mean ± std over seeds)", pad=18)
+            ax.set_title("loss by length (%s)" % seeds_phrase(res), pad=18)
         if not handles:
             no_data(ax)
     if legend_handles:

@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from plots.style import finite
+from plots.style import finite, num
 
 
 class InputError(Exception):
@@ -150,3 +150,13 @@ def has_exact_match(res):
 
 def is_ok(row):
     return isinstance(row, dict) and row.get("status") == "ok"
+
+
+def seed_count(res):
+    return int(num(res.get("seeds")) if finite(res.get("seeds")) else
+               max([int(num(r.get("n"))) for r in res.get("rows", []) if finite(r.get("n"))] or [0]))
+
+
+def seeds_phrase(res):
+    n = seed_count(res)
+    return "1 seed" if n <= 1 else "mean ± 95%% interval over %d seeds" % n

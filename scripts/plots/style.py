@@ -30,7 +30,9 @@ def finite(v):
 
 def num(v):
     """A JSON number as float; null, missing, bool or non-numeric as nan."""
-    return float(v) if finite(v) else float("nan")
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return float("nan")
+    return float(v)
 
 
 def fmt_g(v, digits=4):

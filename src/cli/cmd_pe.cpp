@@ -1,9 +1,9 @@
-// poslab pe: print an encoding itself (additive table, rope angles, alibi slopes and bias), or draw
-// the pictures that explain it (--plot: poslab computes the numbers, scripts/plots draws them).
-#include <spdlog/spdlog.h>
-
+// poslab pe: print an encoding itself (additive table, rope angles, alibi slopes and bias, t5 buckets,
+// kerple/sandwich bias, fire's MLP input, xpos scales, randomized positions), or draw the pictures that
+// explain it (--plot: poslab computes the numbers, scripts/plots draws them).
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "model/positional/positional.h"
@@ -28,36 +28,73 @@ static void print_csv(const std::string& name, const torch::Tensor& t) {
   }
 }
 
+// "r1=0.5,r2=1" -> {r1: 0.5, r2: 1}; anything else is a one-line error naming --param.
+static InspectParams parse_params(const std::string& text) {
+  InspectParams out;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    const auto eq = item.find('=');
+    size_t used = 0;
+    double value = 0;
+    try {
+      if (eq != std::string::npos && eq > 0) value = std::stod(item.substr(eq + 1), &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || used == 0 || used != item.size() - eq - 1)
+      throw ConfigError("--param '" + item + "': expected name=number[,name=number...]");
+    out[item.substr(0, eq)] = value;
+  }
+  return out;
+}
+
+// Config errors name config keys; pe's users typed flags, so name those instead.
+static ConfigError as_flag_error(const ConfigError& e) {
+  static const std::vector<std::pair<std::string, std::string>> flags = {
+      {"model.pos_encoding.randomize.max_position", "--randomize"}, {"model.pos_encoding.kind", "--kind"},
+      {"model.pos_encoding.base", "--base"}, {"model.pos_encoding.scale", "--scale"},
+      {"model.pos_encoding.bits", "--bits"}, {"model.n_embd", "--dim"}, {"model.n_head", "--heads"},
+      {"model.block_size", "--positions"}};
+  std::string what = e.what();
+  for (const auto& [key, flag] : flags)
+    for (auto at = what.find(key); at != std::string::npos; at = what.find(key)) what.replace(at, key.size(), flag);
+  return ConfigError(what);
+}
+
 namespace {
 
 struct PeOpts {
   std::string kind, format = "csv", plot, plot_data;
-  int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0;
+  int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0, randomize = 0, seed = 0;
   double base = 10000, scale = 0;
+  std::string params;
 };
 
-// The encoding as a model would build it (same factory), seeded so learned tables are reproducible.
+// The encoding as `pe` builds it (same factory as a model), seeded so learned tables are reproducible.
+// --dim is the model width of an additive kind and the head size of every other.
 std::shared_ptr<PositionalEncodingImpl> build(const PeOpts& o, const PosEncodingConfig& e, int64_t heads) {
+  const bool additive = encoding_family(e.kind) == "additive";
   torch::manual_seed(Config{}.seed);
-  return make_positional({e, o.dim * (e.kind == "rope" ? heads : 1), heads, o.positions});
+  return make_positional({e, o.dim * (additive ? 1 : heads), additive ? 1 : heads, o.positions});
 }
 
 bool same_inspection(std::map<std::string, torch::Tensor> a, std::map<std::string, torch::Tensor> b) {
   if (a.size() != b.size()) return false;
   for (const auto& [name, t] : a)
-    if (!b.count(name) || !t.sizes().equals(b[name].sizes()) || !torch::allclose(t, b[name])) return false;
+    if (!b.count(name) || !t.sizes().equals(b[name].sizes()) || !torch::allclose(t.to(torch::kDouble), b[name].to(torch::kDouble)))
+      return false;
   return true;
 }
 
 // What the pictures need beyond the printed tensors, chosen by family and by which options change
 // the encoding (found by rebuilding with each option changed), never by kind name, so new kinds
 // get their pictures for free.
-void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig& e,
-                   PositionalEncodingImpl& pe, const std::map<std::string, torch::Tensor>& tensors) {
+void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig& e, PositionalEncodingImpl& pe,
+                   const InspectParams& params, const std::map<std::string, torch::Tensor>& tensors) {
   torch::NoGradGuard no_grad;
-  const auto reference = pe.inspect(o.positions, o.dim);
+  const auto reference = pe.inspect(o.positions, o.dim, params);  // without --randomize's extra tensor
   auto changes = [&](PosEncodingConfig changed, int64_t heads) {
-    return !same_inspection(reference, build(o, changed, heads)->inspect(o.positions, o.dim));
+    return !same_inspection(reference, build(o, changed, heads)->inspect(o.positions, o.dim, params));
   };
   nlohmann::json options = nlohmann::json::object();
   PosEncodingConfig c = e;
@@ -69,6 +106,7 @@ void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig
   c = e, c.scale = 2 * (e.scale > 0 ? e.scale : default_additive_scale(e.kind, o.dim));
   if (changes(c, o.heads) && out.contains("scale")) options["scale"] = out["scale"];
   if (changes(e, o.heads * 2)) options["heads"] = o.heads;
+  for (const auto& [name, value] : params) options[name] = value;
   out["options"] = options;
   out["trainable"] = !pe.parameters().empty();  // learned tables: what is shown is the initialisation
 
@@ -82,7 +120,7 @@ void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig
         PosEncodingConfig b = e;
         b.base = base;
         sweep.push_back({{"base", base},
-                         {"table", tensor_to_json(build(o, b, o.heads)->inspect(o.positions, o.dim).at("table"))},
+                         {"table", tensor_to_json(build(o, b, o.heads)->inspect(o.positions, o.dim, params).at("table"))},
                          {"frequencies", tensor_to_json(rope_angles(2, o.dim, base)[1])}});
       }
       out["by_base"] = sweep;
@@ -93,7 +131,6 @@ void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig
     auto ones = torch::ones({1, 1, o.positions, o.dim});
     auto [q, k] = pe.rotate(ones, ones, torch::arange(o.positions, torch::kLong));
     out["qk"] = tensor_to_json(q[0][0].to(torch::kDouble).matmul(k[0][0].to(torch::kDouble).t()));  // (N, N)
-    out["qk_vector"] = "ones";
   }
 }
 
@@ -116,10 +153,18 @@ void add_pe(CLI::App& app) {
   auto o = std::make_shared<PeOpts>();
   auto* cmd = app.add_subcommand("pe", "Print a positional encoding: additive table (N x D), rope angles (N x D/2), "
                                        "or alibi slopes and (H, N, N) bias; or draw it (--plot)");
-  cmd->add_option("--kind,-k", o->kind, "none|index|binary|sinusoidal|learned|rope|alibi")->required();
+  std::string kinds;
+  for (const auto& k : kEncodingKinds) kinds += (kinds.empty() ? "" : "|") + k;
+  cmd->add_option("--kind,-k", o->kind, kinds)->required();
   cmd->add_option("--positions,-n", o->positions, "Number of positions N")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--dim,-d", o->dim, "Model width D (for rope: the head size)")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--heads", o->heads, "Heads H (alibi)")->check(CLI::PositiveNumber);
+  cmd->add_option("--dim,-d", o->dim, "Additive kinds: the model width D; others: the head size")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--heads", o->heads, "Heads H (bias kinds)")->check(CLI::PositiveNumber);
+  cmd->add_option("--param", o->params, "Parameters to inspect at: kerple r1=..,r2=..; fire c=..,L=..");
+  cmd->add_option("--randomize", o->randomize, "Print the sorted positions a randomized run draws from [0, MAX)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", o->seed, "Seed for --randomize (default 0)");
   cmd->add_option("--base", o->base, "Base for sinusoidal and rope (default 10000)");
   cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
@@ -131,34 +176,51 @@ void add_pe(CLI::App& app) {
     // Before any work: nothing is computed, drawn or half-written for an output that cannot be written.
     if (!o->plot.empty()) check_output_path(o->plot, "--plot", {".png", ".svg", ".pdf"});
     if (!o->plot_data.empty()) check_output_path(o->plot_data, "--plot-data", {".json"});
-    const std::string script = o->plot.empty() ? "" : plots_script();
     const bool pictures = !o->plot.empty() || !o->plot_data.empty();
-    // Build through the same config validation and factory that training uses.
+    const std::string script = o->plot.empty() ? "" : plots_script();
+    // Build through the same config validation and factory that training uses. --dim is the model
+    // width of an additive kind and the head size of every other (heads do not change an additive table).
+    const auto params = parse_params(o->params);
+    const std::string family = encoding_family(o->kind);
+    const bool additive = family == "additive";
+    if (family == "rotary" && o->dim % 2 != 0)
+      throw ConfigError("--dim must be even for " + o->kind + " (it rotates pairs of the head's dims), got " +
+                        std::to_string(o->dim));
     nlohmann::json j = {{"model",
-                         {{"n_embd", o->dim * (o->kind == "rope" ? o->heads : 1)},
-                          {"n_head", o->heads},
+                         {{"n_embd", o->dim * (additive ? 1 : o->heads)},
+                          {"n_head", additive ? 1 : o->heads},
                           {"block_size", o->positions},
-                          {"pos_encoding", {{"kind", o->kind}, {"base", o->base}, {"scale", o->scale}, {"bits", o->bits}}}}}};
-    Config c = config_from_json(j);
+                          {"pos_encoding",
+                           {{"kind", o->kind}, {"base", o->base}, {"scale", o->scale}, {"bits", o->bits},
+                            {"randomize", {{"max_position", o->randomize}}}}}}}};
+    Config c;
+    try {
+      c = config_from_json(j);
+    } catch (const ConfigError& e) {
+      throw as_flag_error(e);
+    }
     auto pe = build(*o, c.model.pos_encoding, o->heads);
-    auto tensors = pe->inspect(o->positions, o->dim);
+    auto tensors = pe->inspect(o->positions, o->dim, params);
+    if (o->randomize > 0) {
+      torch::manual_seed(o->seed);
+      tensors["positions"] = pe->positions(o->positions, /*training=*/true, torch::kCPU);  // (N,)
+    }
     const double scale = o->scale > 0 ? o->scale : default_additive_scale(o->kind, o->dim);
-    const bool scaled = pe->family() == "additive" && pe->parameters().empty();  // fixed tables take `scale`
     if (o->format == "json" || pictures) {
       nlohmann::json out = {{"kind", o->kind}, {"family", pe->family()}, {"positions", o->positions}, {"dim", o->dim}};
-      if (scaled) out["scale"] = scale;
+      if (pe->family() == "additive" && o->kind != "learned") out["scale"] = scale;
       for (const auto& [name, t] : tensors) out[name] = tensor_to_json(t);
       if (!pictures) {
         std::cout << out.dump() << "\n";
         return;
       }
-      add_plot_data(out, *o, c.model.pos_encoding, *pe, tensors);
+      add_plot_data(out, *o, c.model.pos_encoding, *pe, params, tensors);
       if (!o->plot_data.empty()) write_file_atomic(o->plot_data, out.dump() + "\n");
       if (!o->plot.empty()) draw(script, out, o->plot);
       for (const auto& f : {o->plot_data, o->plot})
         if (!f.empty()) std::cout << "written: " << f << "\n";
     } else {
-      if (scaled) std::cout << "# scale " << scale << "\n";
+      if (pe->family() == "additive" && o->kind != "learned") std::cout << "# scale " << scale << "\n";
       for (const auto& [name, t] : tensors) print_csv(name, t);
     }
   });

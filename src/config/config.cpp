@@ -13,8 +13,9 @@
 namespace poslab {
 using nlohmann::json;
 
-const std::vector<std::string> kEncodingKinds = {"none",    "index", "binary", "sinusoidal",
-                                                 "learned", "rope",  "alibi"};
+const std::vector<std::string> kEncodingKinds = {"none",       "index",        "binary",   "sinusoidal", "learned",
+                                                 "rope",       "alibi",        "xpos",     "t5",         "kerple_log",
+                                                 "kerple_power", "sandwich",   "fire",     "cope"};
 static const std::vector<std::string> kTasks = {"copy",   "reverse",  "sort", "addition",
                                                 "associative_recall", "parity", "counting", "dyck"};
 
@@ -175,6 +176,58 @@ static void one_of(const std::string& key, const std::string& value, const std::
     throw ConfigError(key + ": unknown " + what + " '" + value + "' (allowed: " + join(allowed) + ")");
 }
 
+// The pos_encoding section; `m` has the validated model sizes. Options of other kinds are ignored.
+static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelConfig& m) {
+  const std::string at = "model.pos_encoding.";
+  PosEncodingConfig pe;
+  pe.kind = get<std::string>(full, at + "kind");
+  pe.base = get<double>(full, at + "base");
+  pe.scale = get<double>(full, at + "scale");
+  pe.bits = get<int>(full, at + "bits");
+  pe.signed_bits = get<bool>(full, at + "signed");
+  pe.rotary_fraction = get<double>(full, at + "rotary_fraction");
+  pe.scale_base = get<double>(full, at + "scale_base");
+  pe.num_buckets = get<int>(full, at + "num_buckets");
+  pe.max_distance = get<int>(full, at + "max_distance");
+  pe.mlp_width = get<int>(full, at + "mlp_width");
+  pe.init_c = get<double>(full, at + "init_c");
+  pe.init_L = get<double>(full, at + "init_L");
+  pe.npos = get<int>(full, at + "npos");
+  pe.randomize.max_position = get<int>(full, at + "randomize.max_position");
+  pe.randomize.eval = get<bool>(full, at + "randomize.eval");
+  const int head = m.n_embd / m.n_head;
+  one_of(at + "kind", pe.kind, kEncodingKinds, "encoding");
+  if (pe.kind == "rope" || pe.kind == "xpos")
+    require(head % 2 == 0, "model.n_embd",
+            "such that the head size n_embd/n_head is even for " + pe.kind + " (it rotates pairs)", m.n_embd);
+  if (pe.kind == "sinusoidal")
+    require(m.n_embd % 2 == 0, "model.n_embd", "even for sinusoidal (sin/cos pairs)", m.n_embd);
+  require(pe.base > 1, at + "base", "> 1", pe.base);
+  require(pe.scale >= 0, at + "scale", ">= 0 (0 = the kind's default)", pe.scale);
+  if (pe.kind == "binary")
+    require(pe.bits >= 1 && pe.bits <= std::min(30, m.n_embd), at + "bits", "between 1 and min(30, n_embd)", pe.bits);
+  if (pe.kind == "rope") {
+    require(pe.rotary_fraction > 0 && pe.rotary_fraction <= 1, at + "rotary_fraction", "in (0, 1]", pe.rotary_fraction);
+    require(rotary_dims(head, pe.rotary_fraction) >= 2, at + "rotary_fraction",
+            "large enough to rotate at least one pair of the " + std::to_string(head) + " head dims", pe.rotary_fraction);
+  }
+  if (pe.kind == "xpos") require(pe.scale_base > 0, at + "scale_base", "positive", pe.scale_base);
+  if (pe.kind == "t5") {
+    require(pe.num_buckets >= 2, at + "num_buckets", "at least 2", pe.num_buckets);
+    require(pe.max_distance > pe.num_buckets / 2, at + "max_distance",
+            "> num_buckets/2 (" + std::to_string(pe.num_buckets / 2) + ", the exact buckets)", pe.max_distance);
+  }
+  if (pe.kind == "fire") {
+    require(pe.mlp_width >= 1, at + "mlp_width", "positive", pe.mlp_width);
+    require(pe.init_c > 0, at + "init_c", "positive", pe.init_c);
+    require(pe.init_L > 0, at + "init_L", "positive", pe.init_L);
+  }
+  if (pe.kind == "cope") require(pe.npos >= 1, at + "npos", "positive", pe.npos);
+  require(pe.randomize.max_position == 0 || pe.randomize.max_position >= m.block_size, at + "randomize.max_position",
+          "0 (off) or >= model.block_size (" + std::to_string(m.block_size) + ")", pe.randomize.max_position);
+  return pe;
+}
+
 Config config_from_json(const json& j) {
   json full = default_config_json();
   merge_config(full, j, "config");  // a run's config.json passes through the same checks
@@ -206,12 +259,6 @@ Config config_from_json(const json& j) {
   m.block_size = get<int>(full, "model.block_size");
   m.dropout = get<double>(full, "model.dropout");
   m.bias = get<bool>(full, "model.bias");
-  auto& pe = m.pos_encoding;
-  pe.kind = get<std::string>(full, "model.pos_encoding.kind");
-  pe.base = get<double>(full, "model.pos_encoding.base");
-  pe.scale = get<double>(full, "model.pos_encoding.scale");
-  pe.bits = get<int>(full, "model.pos_encoding.bits");
-  pe.signed_bits = get<bool>(full, "model.pos_encoding.signed");
   require(m.n_layer > 0, "model.n_layer", "positive", m.n_layer);
   require(m.n_head > 0, "model.n_head", "positive", m.n_head);
   require(m.n_embd > 0, "model.n_embd", "positive", m.n_embd);
@@ -219,17 +266,7 @@ Config config_from_json(const json& j) {
   require(m.n_embd % m.n_head == 0, "model.n_embd",
           "divisible by model.n_head (" + std::to_string(m.n_head) + ")", m.n_embd);
   require(m.dropout >= 0 && m.dropout < 1, "model.dropout", "in [0, 1)", m.dropout);
-  one_of("model.pos_encoding.kind", pe.kind, kEncodingKinds, "encoding");
-  if (pe.kind == "rope")
-    require((m.n_embd / m.n_head) % 2 == 0, "model.n_embd",
-            "such that the head size n_embd/n_head is even for rope (it rotates pairs)", m.n_embd);
-  if (pe.kind == "sinusoidal")
-    require(m.n_embd % 2 == 0, "model.n_embd", "even for sinusoidal (sin/cos pairs)", m.n_embd);
-  require(pe.base > 1, "model.pos_encoding.base", "> 1", pe.base);
-  require(pe.scale >= 0, "model.pos_encoding.scale", ">= 0 (0 = the kind's default)", pe.scale);
-  if (pe.kind == "binary")
-    require(pe.bits >= 1 && pe.bits <= std::min(30, m.n_embd), "model.pos_encoding.bits",
-            "between 1 and min(30, n_embd)", pe.bits);
+  m.pos_encoding = pos_encoding_from_json(full, m);
 
   auto& t = c.train;
   t.max_iters = get<int>(full, "train.max_iters");
@@ -295,7 +332,11 @@ json config_to_json(const Config& c) {
        {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
         {"block_size", c.model.block_size}, {"dropout", c.model.dropout}, {"bias", c.model.bias},
         {"pos_encoding",
-         {{"kind", pe.kind}, {"base", pe.base}, {"scale", pe.scale}, {"bits", pe.bits}, {"signed", pe.signed_bits}}}}},
+         {{"kind", pe.kind}, {"base", pe.base}, {"scale", pe.scale}, {"bits", pe.bits}, {"signed", pe.signed_bits},
+          {"rotary_fraction", pe.rotary_fraction}, {"scale_base", pe.scale_base}, {"num_buckets", pe.num_buckets},
+          {"max_distance", pe.max_distance}, {"mlp_width", pe.mlp_width}, {"init_c", pe.init_c},
+          {"init_L", pe.init_L}, {"npos", pe.npos},
+          {"randomize", {{"max_position", pe.randomize.max_position}, {"eval", pe.randomize.eval}}}}}}},
       {"train",
        {{"max_iters", c.train.max_iters}, {"batch_size", c.train.batch_size},
         {"learning_rate", c.train.learning_rate}, {"min_lr", c.train.min_lr},

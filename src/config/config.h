@@ -14,12 +14,28 @@ struct ConfigError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Randomized positions (Ruoss et al. 2023): training draws n sorted distinct positions from [0, max_position).
+struct RandomizeConfig {
+  int max_position = 0;  // 0 = off; else >= model.block_size
+  bool eval = false;     // also randomize at evaluation (else 0..n-1)
+};
+
+// Options of every kind live side by side; each kind reads its own and ignores the rest.
 struct PosEncodingConfig {
-  std::string kind = "learned";  // none|index|binary|sinusoidal|learned|rope|alibi
-  double base = 10000.0;         // sinusoidal, rope
+  std::string kind = "learned";  // see kEncodingKinds
+  double base = 10000.0;         // sinusoidal, rope, xpos, sandwich
   double scale = 0.0;            // additive multiplier; 0 = the kind's default (see positional.h)
   int bits = 16;                 // binary: number of low position bits written into the embedding
   bool signed_bits = true;       // binary: bits as +-1 (true) or 0/1 (false); JSON key "signed"
+  double rotary_fraction = 1.0;  // rope: fraction of each head's dims rotated (GPT-NeoX rotary_pct)
+  double scale_base = 512.0;     // xpos: gamma in zeta^(n/gamma)
+  int num_buckets = 32;          // t5: relative-distance buckets
+  int max_distance = 128;        // t5: distances from here on share the last bucket
+  int mlp_width = 32;            // fire: hidden units of the MLP
+  double init_c = 0.1;           // fire: initial c in psi(x) = log(c x + 1)
+  double init_L = 512.0;         // fire: initial threshold L
+  int npos = 64;                 // cope: number of position embeddings (positions clamp to npos-1)
+  RandomizeConfig randomize;
 };
 
 struct ModelConfig {
@@ -85,6 +101,11 @@ struct Config {
 };
 
 extern const std::vector<std::string> kEncodingKinds;
+
+// Dims of a head that rope rotates at this fraction: floor(head * fraction), rounded down to even.
+inline int rotary_dims(int head_dim, double fraction) {
+  return static_cast<int>(head_dim * fraction) / 2 * 2;
+}
 
 // The built-in defaults as JSON: the schema every file and override is checked against.
 const nlohmann::json& default_config_json();

@@ -35,18 +35,30 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   const double p_drop = is_training() ? dropout : 0.0;
   torch::Tensor y;
 #if TORCH_VERSION_MAJOR >= 2
-  // Fused kernels: flash attention when only the causal mask applies, else an additive mask.
-  if (record_probs == nullptr) {
+  // Fused kernels: flash attention when only the causal mask applies, else the bias (ALiBi, T5,
+  // KERPLE, Sandwich, FIRE) plus the causal mask as the additive attn_mask. CoPE reads q.k itself,
+  // which no fused kernel exposes: it takes the explicit path below, as does recording the probabilities.
+  if (!pos->needs_scores() && record_probs == nullptr) {
     if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
     else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
   }
 #endif
-  if (!y.defined()) {  // explicit scores: LibTorch 1.x, and when the probabilities are being recorded
-  const double scale = 1.0 / std::sqrt(static_cast<double>(k.size(-1)));
+  if (!y.defined()) y = explicit_attention(q, k, v, attn_bias, causal_only, p_drop);  // (B, H, T, hs)
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  return resid_dropout(c_proj(y));
+}
+
+torch::Tensor CausalSelfAttentionImpl::explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& v, const torch::Tensor& attn_bias,
+                                                          bool causal_only, double p_drop) {
+  const auto B = q.size(0), T = q.size(2), hs = q.size(-1);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   torch::Tensor att;  // (B, H, T, T)
-  if (causal_only && q.scalar_type() == attn_bias.scalar_type()) {
+  if (pos->needs_scores()) {
+    // Context-dependent positions (CoPE) read the scaled q.k before the mask.
+    att = pos->scores(torch::matmul(q, k.transpose(-2, -1)) * scale, q, scale) + attn_bias;
+  } else if (causal_only && q.scalar_type() == attn_bias.scalar_type()) {
     // One GEMM computes scale * q k^T + mask: no separate passes over the (T, T) scores.
-    const auto hs = q.size(-1);
     att = torch::baddbmm(attn_bias, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T, hs}).transpose(1, 2),
                          /*beta=*/1.0, /*alpha=*/scale)
               .view({B, n_head, T, T});
@@ -56,10 +68,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   att = torch::softmax(att, /*dim=*/-1);
   if (record_probs != nullptr) *record_probs = att.detach();
   if (p_drop > 0) att = F::dropout(att, F::DropoutFuncOptions().p(p_drop).training(true));
-  y = torch::matmul(att.to(v.scalar_type()), v);  // (B, H, T, hs)
-  }
-  y = y.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout(c_proj(y));
+  return torch::matmul(att.to(v.scalar_type()), v);  // (B, H, T, hs)
 }
 
 MLPImpl::MLPImpl(const ModelConfig& c) {
@@ -106,23 +115,31 @@ GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
   }
 }
 
-torch::Tensor GPTImpl::attention_bias(int64_t T, const torch::Device& device) {
-  std::lock_guard<std::mutex> lock(bias_mutex_);
-  if (!bias_cache_.defined() || bias_cache_.size(-1) != T || bias_cache_.device() != device) {
+torch::Tensor GPTImpl::attention_bias(const torch::Tensor& positions, bool cacheable) {
+  const auto T = positions.size(0);
+  const auto device = positions.device();
+  auto build = [&] {
     auto mask = torch::full({T, T}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(device))
-                    .triu(/*diagonal=*/1);  // (T, T): 0 on and below the diagonal
-    auto b = pos->bias(T, T, device);       // (H, T, T) or undefined
-    bias_cache_ = b.defined() ? b + mask : mask;
-  }
+                    .triu(/*diagonal=*/1);          // (T, T): 0 on and below the diagonal
+    auto b = pos->bias(positions, positions);       // (H, T, T) or undefined
+    return b.defined() ? b + mask : mask;
+  };
+  // A learned bias (t5, kerple, fire) changes every step and carries the graph: built per forward.
+  if (!cacheable) return build();
+  std::lock_guard<std::mutex> lock(bias_mutex_);
+  if (!bias_cache_.defined() || bias_cache_.size(-1) != T || bias_cache_.device() != device) bias_cache_ = build();
   return bias_cache_;
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& idx) {
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions) {
   const auto T = idx.size(1);
   pos->check_length(T);
-  auto positions = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
+  // Only a constant bias at positions 0..T-1 may be cached: randomized positions change every step.
+  const bool cacheable = !pos->randomizes(is_training()) && pos->constant_bias();
+  if (!positions.defined()) positions = pos->positions(T, is_training(), idx.device());  // (T,)
   auto x = drop(pos->embed(wte(idx), positions));  // (B, T, C)
-  const auto attn_bias = attention_bias(T, idx.device());  // (T, T) or (H, T, T)
+  // Built once per forward and shared by every layer, as the strategy module itself is.
+  const auto attn_bias = attention_bias(positions, cacheable);  // (T, T) or (H, T, T)
   const bool causal_only = attn_bias.dim() == 2;
   for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, attn_bias, causal_only);
   x = ln_f(x);

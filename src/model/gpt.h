@@ -26,6 +26,9 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   // x (B, T, C); attn_bias: additive logits (T, T) or (H, T, T), the causal mask included.
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
                         bool causal_only);
+  // softmax(scale q.k^T (+ the scores hook) + attn_bias) v: every LibTorch 1.x run, and CoPE on 2.x.
+  torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                   const torch::Tensor& attn_bias, bool causal_only, double p_drop);
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
   torch::nn::Dropout resid_dropout{nullptr};
   int64_t n_head;
@@ -58,7 +61,8 @@ TORCH_MODULE(Block);
 struct GPTImpl : torch::nn::Module {
   explicit GPTImpl(const ModelConfig& config);
   // idx (B, T) int64 -> logits (B, T, vocab). Throws PositionLimitError past the encoding's range.
-  torch::Tensor forward(const torch::Tensor& idx);
+  // positions (T,): as drawn by pos->positions() (batch shards draw once per step); undefined: drawn here.
+  torch::Tensor forward(const torch::Tensor& idx, torch::Tensor positions = {});
   // Mean cross-entropy over targets != -1.
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets);
   // Sum of the cross-entropy over targets != -1 (batch shards divide it by the whole batch's count).
@@ -75,8 +79,9 @@ struct GPTImpl : torch::nn::Module {
   std::shared_ptr<PositionalEncodingImpl> pos;  // registered once, here, as "pos"
 
  private:
-  // Causal mask plus the encoding's bias, built once per (T, device).
-  torch::Tensor attention_bias(int64_t T, const torch::Device& device);
+  // Causal mask plus the encoding's bias for these positions (T,); cached per (T, device) only when
+  // `cacheable` (a constant bias at positions 0..T-1).
+  torch::Tensor attention_bias(const torch::Tensor& positions, bool cacheable);
   std::mutex bias_mutex_;  // batch shards run the forward pass on several threads at once
   torch::Tensor bias_cache_;
 };

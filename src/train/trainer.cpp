@@ -61,13 +61,15 @@ static torch::Tensor sharded_backward(GPT& model, const std::vector<torch::Tenso
   const double scored = static_cast<double>((batch.y != -1).sum().item<int64_t>());
   std::vector<torch::Tensor> losses(n);
   grads.assign(n, {});
+  // One position draw for the whole batch, as unsharded (randomized positions; else 0..T-1).
+  const auto positions = model->pos->positions(batch.x.size(1), model->is_training(), torch::kCPU);
   // Inside this region LibTorch runs every op inline on the calling thread.
   at::parallel_for(0, n, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       torch::Tensor loss;
       {
         AutocastGuard autocast(rt);  // thread-local, like grad mode: set on each shard's thread
-        loss = GPTImpl::summed_loss(model->forward(xs[i]), ys[i]) / scored;
+        loss = GPTImpl::summed_loss(model->forward(xs[i], positions), ys[i]) / scored;
       }
       grads[i] = torch::autograd::grad({loss}, params, /*grad_outputs=*/{}, /*retain_graph=*/false,
                                        /*create_graph=*/false, /*allow_unused=*/true);

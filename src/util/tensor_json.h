@@ -11,11 +11,12 @@ namespace poslab {
 // A tensor of any rank as nested arrays of numbers; `decimals` >= 0 rounds each value (smaller files
 // for probabilities), non-finite values become null.
 inline nlohmann::json tensor_to_json(const torch::Tensor& t, int decimals = -1) {
-  auto flat = t.detach().to(torch::kCPU, torch::kDouble).contiguous();
-  const double* data = flat.data_ptr<double>();
+  const bool integral = !t.is_floating_point();  // positions, bucket indices: printed as integers
+  auto flat = t.detach().to(torch::kCPU, integral ? torch::kLong : torch::kDouble).contiguous();
   const double factor = decimals >= 0 ? std::pow(10.0, decimals) : 0.0;
   auto value = [&](int64_t i) -> nlohmann::json {
-    const double v = data[i];
+    if (integral) return flat.data_ptr<int64_t>()[i];
+    const double v = flat.data_ptr<double>()[i];
     if (!std::isfinite(v)) return nullptr;
     return factor > 0 ? std::round(v * factor) / factor : v;
   };

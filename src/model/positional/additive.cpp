@@ -1,6 +1,8 @@
 // Additive family: a vector added to the token embedding. none, index, binary, sinusoidal, learned.
 #include "model/positional/additive.h"
 
+#include <algorithm>
+
 namespace poslab {
 
 torch::Tensor sinusoidal_table(int64_t n, int64_t d, double base) {
@@ -21,13 +23,18 @@ torch::Tensor binary_table(int64_t n, int64_t d, int bits, bool signed_bits) {
   return table;
 }
 
-void PositionalEncodingImpl::check_length(int64_t length) const {
-  const int64_t limit = max_positions();
-  if (limit >= 0 && length > limit)
-    throw PositionLimitError(kind() + " table has " + std::to_string(limit) + " positions");
+void PositionalEncodingImpl::reject_params(const InspectParams& params, const std::vector<std::string>& known) const {
+  for (const auto& [name, value] : params)
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw ConfigError("--param " + name + ": not a parameter of " + kind() +
+                        (known.empty() ? " (it takes none)" : " (known: " + list + ")"));
+    }
 }
 
-std::map<std::string, torch::Tensor> PositionalEncodingImpl::inspect(int64_t n, int64_t dim) {
+std::map<std::string, torch::Tensor> PositionalEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
+  reject_params(params, {});
   torch::NoGradGuard no_grad;
   check_length(n);
   auto zeros = torch::zeros({1, n, dim});

@@ -23,18 +23,26 @@ std::vector<double> alibi_slopes(int64_t n_head) {
   return out;
 }
 
+torch::Tensor relative_distance(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
+  return (q_pos.view({-1, 1}) - k_pos.view({1, -1})).to(torch::kFloat);  // (t_q, t_k)
+}
+
+torch::Tensor alibi_bias(const std::vector<double>& slopes, const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
+  auto m = torch::tensor(slopes, torch::kDouble).to(torch::kFloat).to(q_pos.device()).view({-1, 1, 1});  // (H, 1, 1)
+  return -m * relative_distance(q_pos, k_pos).unsqueeze(0);  // (H, t_q, t_k)
+}
+
 torch::Tensor alibi_bias(const std::vector<double>& slopes, int64_t t_q, int64_t t_k) {
-  auto i = torch::arange(t_k - t_q, t_k, torch::kFloat).view({-1, 1});  // (t_q, 1) query positions
-  auto j = torch::arange(t_k, torch::kFloat).view({1, -1});             // (1, t_k) key positions
-  auto m = torch::tensor(slopes, torch::kDouble).to(torch::kFloat).view({-1, 1, 1});  // (H, 1, 1)
-  return -m * (i - j).unsqueeze(0);                                     // (H, t_q, t_k)
+  // Queries are the last t_q of t_k positions.
+  return alibi_bias(slopes, torch::arange(t_k - t_q, t_k, torch::kLong), torch::arange(t_k, torch::kLong));
 }
 
-torch::Tensor AlibiEncodingImpl::bias(int64_t t_q, int64_t t_k, const torch::Device& device) {
-  return alibi_bias(slopes_, t_q, t_k).to(device);
+torch::Tensor AlibiEncodingImpl::bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
+  return alibi_bias(slopes_, q_pos, k_pos);
 }
 
-std::map<std::string, torch::Tensor> AlibiEncodingImpl::inspect(int64_t n, int64_t dim) {
+std::map<std::string, torch::Tensor> AlibiEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
+  reject_params(params, {});
   return {{"slopes", torch::tensor(slopes_, torch::kDouble).to(torch::kFloat)}, {"bias", alibi_bias(slopes_, n, n)}};
 }
 

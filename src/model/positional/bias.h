@@ -8,8 +8,8 @@ class AlibiEncodingImpl : public PositionalEncodingImpl {
  public:
   explicit AlibiEncodingImpl(int64_t n_head) : PositionalEncodingImpl("alibi"), slopes_(alibi_slopes(n_head)) {}
   std::string family() const override { return "bias"; }
-  torch::Tensor bias(int64_t t_q, int64_t t_k, const torch::Device& device) override;
-  std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim) override;
+  torch::Tensor bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) override;
+  std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
   const std::vector<double>& slopes() const { return slopes_; }
 
  private:

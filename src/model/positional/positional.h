@@ -1,6 +1,6 @@
-// The positional-encoding strategy: one interface, three hooks, one per place where position
-// enters a transformer (x-transformers' taxonomy). The model calls all three every forward;
-// each is a no-op unless the family overrides it, so nothing outside the factory switches on kind.
+// The positional-encoding strategy: one interface, a hook per place where position enters a
+// transformer (x-transformers' taxonomy, plus CoPE's scores). The model calls every hook each
+// forward; each is a no-op unless the family overrides it, so nothing outside the factory switches on kind.
 #pragma once
 #include <torch/torch.h>
 
@@ -19,11 +19,14 @@ struct PositionLimitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// `poslab pe --param name=value,...`: values an inspection uses instead of the encoding's own.
+using InspectParams = std::map<std::string, double>;
+
 class PositionalEncodingImpl : public torch::nn::Module {
  public:
   explicit PositionalEncodingImpl(std::string kind) : kind_(std::move(kind)) {}
   const std::string& kind() const { return kind_; }
-  virtual std::string family() const = 0;  // additive | rotary | bias | none
+  virtual std::string family() const = 0;  // additive | rotary | bias | context | none
 
   // Additive family: x (B, T, C) -> x + PE[positions]. positions: (T,) int64.
   virtual torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) { return x; }
@@ -32,18 +35,40 @@ class PositionalEncodingImpl : public torch::nn::Module {
                                                          const torch::Tensor& positions) {
     return {q, k};
   }
-  // Bias family: (H, t_q, t_k) added to attention logits, or an undefined tensor.
-  virtual torch::Tensor bias(int64_t t_q, int64_t t_k, const torch::Device& device) { return {}; }
+  // Bias family: (H, t_q, t_k) added to the scaled attention logits, or an undefined tensor.
+  // Positions, not lengths, so randomized positions reach bias kinds. q_pos (t_q,), k_pos (t_k,) int64.
+  virtual torch::Tensor bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) { return {}; }
+  // True when bias() depends on the positions alone (no parameters): the model may cache it across steps.
+  virtual bool constant_bias() const { return true; }
+  // Context-dependent family (CoPE): att (B, H, T, T) = scale * q.k, before the mask; returns the
+  // logits with the encoding's term added. Kinds that override it need explicit scores.
+  virtual bool needs_scores() const { return false; }
+  virtual torch::Tensor scores(const torch::Tensor& att, const torch::Tensor& q, double scale) { return att; }
+
   // Longest sequence the encoding represents; -1 when unbounded.
   virtual int64_t max_positions() const { return -1; }
   // Throws PositionLimitError when `length` tokens cannot be represented.
   void check_length(int64_t length) const;
 
+  // Randomized positions (Ruoss et al. 2023), for any kind: while training (and at evaluation when
+  // `eval`), a sequence of T tokens gets T sorted distinct positions drawn from [0, max_position).
+  void set_randomize(int64_t max_position, bool eval) { randomize_max_ = max_position, randomize_eval_ = eval; }
+  bool randomizes(bool training) const { return randomize_max_ > 0 && (training || randomize_eval_); }
+  // (T,) int64 on `device`: 0..T-1, or the random draw (from torch's CPU generator, so a checkpoint's
+  // RNG state makes it resumable).
+  torch::Tensor positions(int64_t T, bool training, const torch::Device& device) const;
+
   // What `poslab pe` prints: named tensors describing the encoding over n positions.
-  virtual std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim);
+  virtual std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params);
+
+ protected:
+  // Throws ConfigError naming the first --param this kind does not know.
+  void reject_params(const InspectParams& params, const std::vector<std::string>& known) const;
 
  private:
   std::string kind_;
+  int64_t randomize_max_ = 0;
+  bool randomize_eval_ = false;
 };
 
 struct PositionalOptions {
@@ -60,6 +85,8 @@ double default_additive_scale(const std::string& kind, int64_t n_embd);
 
 // The only place that maps a kind name to a strategy.
 std::shared_ptr<PositionalEncodingImpl> make_positional(const PositionalOptions& options);
+// The family of a kind (additive, rotary, bias, context, none); ConfigError for an unknown kind.
+std::string encoding_family(const std::string& kind);
 
 // ---- the encodings' formulas, exposed for tests and for `poslab pe` ----
 
@@ -69,11 +96,23 @@ torch::Tensor sinusoidal_table(int64_t n, int64_t d, double base);
 torch::Tensor binary_table(int64_t n, int64_t d, int bits, bool signed_bits);
 // (n, head_dim/2): angle p * theta_i, theta_i = base^(-2i/head_dim).
 torch::Tensor rope_angles(int64_t n, int64_t head_dim, double base);
+// (T, hs/2): the same at arbitrary positions (T,).
+torch::Tensor rope_angles_at(const torch::Tensor& positions, int64_t head_dim, double base);
+// (hs/2,) double: xPos's zeta_k = (2k + 0.4 hs) / (1.4 hs).
+torch::Tensor xpos_zeta(int64_t head_dim);
+// positions - ceil(len/2), len = max position + 1 (torchscale's centring).
+torch::Tensor xpos_centred(const torch::Tensor& positions);
+// (T, hs/2) double: zeta^(p/scale_base) at centred positions p.
+torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double scale_base);
 // Rotates interleaved pairs (x[2i], x[2i+1]) of x (..., T, hs) by angles (T, hs/2).
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
 // Press et al. 2022 head slopes.
 std::vector<double> alibi_slopes(int64_t n_head);
 // (H, t_q, t_k): -m_h * (i - j); queries are the last t_q of t_k positions.
 torch::Tensor alibi_bias(const std::vector<double>& slopes, int64_t t_q, int64_t t_k);
+// (H, t_q, t_k): -m_h * (q_pos[i] - k_pos[j]).
+torch::Tensor alibi_bias(const std::vector<double>& slopes, const torch::Tensor& q_pos, const torch::Tensor& k_pos);
+// (t_q, t_k) float32: q_pos[i] - k_pos[j], the signed distance every relative kind starts from.
+torch::Tensor relative_distance(const torch::Tensor& q_pos, const torch::Tensor& k_pos);
 
 }  // namespace poslab

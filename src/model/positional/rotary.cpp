@@ -1,12 +1,17 @@
-// RoPE: rotate each interleaved pair (2i, 2i+1) of q and k by p * theta_i.
+// RoPE: rotate each interleaved pair (2i, 2i+1) of q and k by p * theta_i; xPos scales the rotated
+// pairs by zeta_i^(+-p/gamma) so that each pair's share of q.k decays as zeta_i^((n-m)/gamma).
 #include "model/positional/rotary.h"
 
 namespace poslab {
 
 torch::Tensor rope_angles(int64_t n, int64_t head_dim, double base) {
+  return rope_angles_at(torch::arange(n, torch::kLong), head_dim, base);
+}
+
+torch::Tensor rope_angles_at(const torch::Tensor& positions, int64_t head_dim, double base) {
   auto theta = torch::pow(torch::tensor(base, torch::kDouble),
                           -torch::arange(0, head_dim, 2, torch::kDouble) / static_cast<double>(head_dim));  // (hs/2,)
-  return torch::outer(torch::arange(n, torch::kDouble), theta);  // (n, hs/2), double: exact angles at long p
+  return torch::outer(positions.to(torch::kDouble).cpu(), theta);  // (n, hs/2), double: exact angles at long p
 }
 
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
@@ -17,26 +22,72 @@ torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, con
   return torch::stack({r0, r1}, -1).flatten(-2).to(x.scalar_type());  // (..., T, hs)
 }
 
-std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
-                                                                   const torch::Tensor& positions) {
+torch::Tensor xpos_zeta(int64_t head_dim) {
+  const double d = static_cast<double>(head_dim);
+  return (torch::arange(0, head_dim / 2, torch::kDouble) * 2 + 0.4 * d) / (1.4 * d);  // (hs/2,) in (0, 1)
+}
+
+torch::Tensor xpos_centred(const torch::Tensor& positions) {
+  // torchscale's centring: 0..len-1 becomes -ceil(len/2)..; it cancels in q.k but keeps zeta^(p/gamma) finite.
+  const int64_t len = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
+  return positions - (len + 1) / 2;
+}
+
+torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double scale_base) {
+  auto power = centred.to(torch::kDouble).cpu().view({-1, 1}) / scale_base;  // (T, 1)
+  return torch::pow(xpos_zeta(head_dim).view({1, -1}), power);               // (T, hs/2), double
+}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::cos_sin(const torch::Tensor& positions,
+                                                                    const torch::Device& device) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
   torch::Tensor cos_table, sin_table;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (!cos_.defined() || cos_.size(0) < needed || cos_.device() != q.device()) {
+    if (!cos_.defined() || cos_.size(0) < needed || cos_.device() != device) {
       int64_t rows = std::max<int64_t>(needed, cos_.defined() ? 2 * cos_.size(0) : needed);
-      auto angles = rope_angles(rows, head_dim_, base_);
-      cos_ = angles.cos().to(torch::kFloat).to(q.device());
-      sin_ = angles.sin().to(torch::kFloat).to(q.device());
+      auto angles = rope_angles(rows, rot_dims_, base_);
+      cos_ = angles.cos().to(torch::kFloat).to(device);
+      sin_ = angles.sin().to(torch::kFloat).to(device);
     }
     cos_table = cos_, sin_table = sin_;
   }
-  auto cos = cos_table.index_select(0, positions), sin = sin_table.index_select(0, positions);  // (T, hs/2)
-  return {apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)};
+  return {cos_table.index_select(0, positions), sin_table.index_select(0, positions)};  // (T, rot_dims/2)
 }
 
-std::map<std::string, torch::Tensor> RotaryEncodingImpl::inspect(int64_t n, int64_t dim) {
-  return {{"angles", rope_angles(n, dim, base_).to(torch::kFloat)}};  // (n, dim/2)
+torch::Tensor RotaryEncodingImpl::rotate_part(const torch::Tensor& x, const torch::Tensor& cos,
+                                              const torch::Tensor& sin) const {
+  if (rot_dims_ == head_dim_) return apply_rotary(x, cos, sin);
+  return torch::cat({apply_rotary(x.narrow(-1, 0, rot_dims_), cos, sin), x.narrow(-1, rot_dims_, head_dim_ - rot_dims_)},
+                    -1);  // (..., T, hs)
+}
+
+std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                                   const torch::Tensor& positions) {
+  auto [cos, sin] = cos_sin(positions, q.device());
+  return {rotate_part(q, cos, sin), rotate_part(k, cos, sin)};
+}
+
+std::map<std::string, torch::Tensor> RotaryEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
+  reject_params(params, {});
+  const int64_t rot = rot_dims_ == head_dim_ ? dim : rot_dims_;  // `pe --dim` sizes the head
+  return {{"angles", rope_angles(n, rot, base_).to(torch::kFloat)}};  // (n, rot/2)
+}
+
+std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                                 const torch::Tensor& positions) {
+  auto [cos, sin] = cos_sin(positions, q.device());  // rotation angles use the un-centred positions
+  auto up = xpos_scale(xpos_centred(positions), head_dim_, scale_base_);  // (T, hs/2) zeta^(n/gamma)
+  auto s_q = up.to(torch::kFloat).to(q.device()), s_k = up.reciprocal().to(torch::kFloat).to(q.device());
+  return {apply_rotary(q, cos * s_q, sin * s_q), apply_rotary(k, cos * s_k, sin * s_k)};
+}
+
+std::map<std::string, torch::Tensor> XposEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
+  reject_params(params, {});
+  auto positions = torch::arange(n, torch::kLong);
+  return {{"zeta", xpos_zeta(dim).to(torch::kFloat)},
+          {"scale", xpos_scale(xpos_centred(positions), dim, scale_base_).to(torch::kFloat)},  // (n, dim/2)
+          {"angles", rope_angles(n, dim, base_).to(torch::kFloat)}};
 }
 
 }  // namespace poslab

@@ -1,4 +1,5 @@
-// Rotary family: RoPE (Su et al. 2021) rotates q and k inside attention; no additive embedding.
+// Rotary family: RoPE (Su et al. 2021) rotates q and k inside attention, optionally only the first
+// rotary_fraction of each head's dims (GPT-NeoX); xPos (Sun et al. 2022) adds a per-pair decay.
 #pragma once
 #include <mutex>
 
@@ -8,17 +9,37 @@ namespace poslab {
 
 class RotaryEncodingImpl : public PositionalEncodingImpl {
  public:
-  RotaryEncodingImpl(int64_t head_dim, double base) : PositionalEncodingImpl("rope"), head_dim_(head_dim), base_(base) {}
+  RotaryEncodingImpl(int64_t head_dim, double base, int64_t rot_dims, std::string kind = "rope")
+      : PositionalEncodingImpl(std::move(kind)), head_dim_(head_dim), rot_dims_(rot_dims), base_(base) {}
   std::string family() const override { return "rotary"; }
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& positions) override;
-  std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim) override;
+  std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
+
+ protected:
+  // cos and sin (T, rot_dims/2) at these positions, from a table cached on `device`.
+  std::pair<torch::Tensor, torch::Tensor> cos_sin(const torch::Tensor& positions, const torch::Device& device);
+  // x (..., T, hs): the first rot_dims dims rotated by cos/sin (T, rot_dims/2), the rest passed through.
+  torch::Tensor rotate_part(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) const;
+  int64_t head_dim_, rot_dims_;
+  double base_;
 
  private:
-  int64_t head_dim_;
-  double base_;
   std::mutex cache_mutex_;   // batch shards run the forward pass on several threads at once
-  torch::Tensor cos_, sin_;  // (rows, hs/2) cache, grown on demand
+  torch::Tensor cos_, sin_;  // (rows, rot_dims/2) cache, grown on demand
+};
+
+// xPos: RoPE(q)_n * zeta^(n/gamma), RoPE(k)_m * zeta^(-m/gamma), on centred positions.
+class XposEncodingImpl : public RotaryEncodingImpl {
+ public:
+  XposEncodingImpl(int64_t head_dim, double base, double scale_base)
+      : RotaryEncodingImpl(head_dim, base, head_dim, "xpos"), scale_base_(scale_base) {}
+  std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
+                                                 const torch::Tensor& positions) override;
+  std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
+
+ private:
+  double scale_base_;
 };
 
 }  // namespace poslab

@@ -1,0 +1,27 @@
+// The positions every hook receives: 0..T-1, or randomized (Ruoss et al. 2023, the deepmind code's
+// `sort(choice(arange(L_max), seq_len, replace=False))`), and the length limit that follows from them.
+#include "model/positional/positional.h"
+
+namespace poslab {
+
+void PositionalEncodingImpl::check_length(int64_t length) const {
+  const int64_t limit = max_positions();
+  if (limit >= 0 && length > limit)
+    throw PositionLimitError(kind() + " table has " + std::to_string(limit) + " positions");
+  // Sampling without replacement cannot draw more positions than there are.
+  if (randomize_eval_ && randomize_max_ > 0 && length > randomize_max_)
+    throw PositionLimitError("randomized positions: " + std::to_string(length) + " tokens > randomize.max_position " +
+                             std::to_string(randomize_max_));
+}
+
+torch::Tensor PositionalEncodingImpl::positions(int64_t T, bool training, const torch::Device& device) const {
+  if (!randomizes(training)) return torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device));
+  if (T > randomize_max_)
+    throw PositionLimitError("randomized positions: " + std::to_string(T) + " tokens > randomize.max_position " +
+                             std::to_string(randomize_max_));
+  // One draw per forward pass, shared by the whole batch (as the reference code); on the CPU generator.
+  auto draw = torch::randperm(randomize_max_, torch::kLong).slice(0, 0, T);
+  return std::get<0>(draw.sort()).to(device);  // (T,) sorted, distinct, < max_position
+}
+
+}  // namespace poslab
