@@ -17,10 +17,21 @@ import numpy as np
 from plots import style
 
 
+# Keys the sections below draw (or that describe the encoding); any other array gets a generic panel.
+KNOWN = {"kind", "family", "positions", "dim", "scale", "options", "trainable", "table", "similarity", "by_base",
+         "angles", "qk", "bias", "slopes"}
+
+
+def n_positions(data):
+    """N: `positions` is a count, or (with --randomize) the drawn positions themselves."""
+    p = data.get("positions")
+    return len(p) if isinstance(p, list) else int(p)
+
+
 def describe(data):
     """'sinusoidal: N=128 positions, D=64, base=1e4, scale=0.125' from the JSON's options."""
     opts = data.get("options") or {}
-    parts = ["N=%d positions" % data["positions"], "D=%d" % data["dim"] if data.get("family") != "rotary"
+    parts = ["N=%d positions" % n_positions(data), "D=%d" % data["dim"] if data.get("family") == "additive"
              else "head size %d" % data["dim"]]
     parts += [style.fmt_option(k, v) for k, v in sorted(opts.items())]
     return "%s: %s" % (data.get("kind", "?"), ", ".join(parts))
@@ -141,7 +152,7 @@ def plot_by_base(fig, data):
 
 
 def plot_rotary(fig, data):
-    n = data["positions"]
+    n = n_positions(data)
     panels = (1 if "angles" in data else 0) + (2 if "qk" in data else 0) + (1 if "angles" in data else 0)
     gs = fig.add_gridspec(1, max(1, panels), wspace=0.5)
     col = 0
@@ -205,7 +216,8 @@ def plot_bias(fig, data):
         # plot below compares the heads on one axis.
         style.heatmap(ax, np.where(causal, bias[h], np.nan), label, "key j", "query i" if h % cols == 0 else "",
                       "bias" if h % cols == cols - 1 else "")
-    fig.suptitle("bias added to the attention logit, per head (grey: future keys, masked)", fontsize=11)
+    fig.suptitle("bias added to the attention logit, per head (grey: future keys, masked)%s"
+                 % ("; learned: shown at initialisation" if data.get("trainable") else ""), fontsize=11)
     ax = fig.add_subplot(gs[rows, :])
     cmap = plt.get_cmap("viridis")
     for h in range(H):
@@ -225,7 +237,7 @@ def plot_bias(fig, data):
 
 
 def plot_nothing(fig, data):
-    n = data["positions"]
+    n = n_positions(data)
     ax = fig.add_subplot(1, 2, 1)
     mask = np.where(np.tril(np.ones((n, n))) > 0, 0.0, np.nan)
     style.heatmap(ax, mask, "the causal mask: every visible key gets logit bias 0", "key j", "query i",
@@ -239,13 +251,52 @@ def plot_nothing(fig, data):
             fontsize=11, va="center")
 
 
-SECTIONS = [  # (test on the JSON, drawer, height in inches)
-    (lambda d: d.get("family") == "none" or not any(k in d for k in ("table", "angles", "qk", "bias")),
-     plot_nothing, 4.2),
+# ----------------------------------------------------------------------------------------------
+# Anything else an encoding emits (t5 buckets, kerple's r1/r2, xpos scales, fire's input, cope's
+# position embeddings, randomized positions): one generic panel per array, so nothing goes unseen.
+
+
+def other_arrays(data):
+    out = []
+    for key in sorted(data):
+        v = data[key]
+        if key in KNOWN or not isinstance(v, list) or not v:
+            continue
+        a = np.array(v, dtype=float) if not isinstance(v[0], list) or not isinstance(v[0][0], list) \
+            else np.array([style.array(x) for x in v])
+        if a.ndim in (1, 2, 3) and a.size:
+            out.append((key, a))
+    return out
+
+
+def plot_other(fig, data):
+    arrays = other_arrays(data)
+    gs = fig.add_gridspec(1, max(3, len(arrays)), wspace=0.5)
+    for i, (key, a) in enumerate(arrays):
+        ax = fig.add_subplot(gs[0, i])
+        shape = "×".join(str(s) for s in a.shape)
+        if a.ndim == 1:
+            ax.plot(np.arange(a.size), a, marker="o", markersize=3, linewidth=1.4, color="C%d" % (i % 10))
+            ax.set_xlabel("index")
+            ax.set_ylabel(key)
+            ax.grid(True, alpha=0.3)
+            ax.set_title("%s (%s)" % (key, shape), fontsize=10)
+        else:
+            m = a if a.ndim == 2 else a[0]  # a 3-D array: its first slice (e.g. head 0)
+            signed = bool((m[np.isfinite(m)] < 0).any())
+            style.heatmap(ax, m, "%s (%s%s)" % (key, shape, ", first slice" if a.ndim == 3 else ""), "column",
+                          "row", key, cmap=style.DIVERGING if signed else style.SEQUENTIAL, symmetric=signed)
+    fig.suptitle("other numbers this encoding emits%s"
+                 % (" (learned parameters: shown at initialisation)" if data.get("trainable") else ""), fontsize=11)
+
+
+SECTIONS = [  # (test on the JSON, drawer, height in inches or a function of the JSON)
+    (lambda d: d.get("family") == "none", plot_nothing, 4.2),
     (lambda d: "table" in d and d.get("family") != "none", plot_additive, 8.5),
     (lambda d: "by_base" in d, plot_by_base, 4.0),
     (lambda d: "angles" in d or "qk" in d, plot_rotary, 4.4),
     (lambda d: "bias" in d, plot_bias, lambda d: 3.6 * -(-min(len(d["bias"]), 8) // 4) + 3.8),
+    (lambda d: d.get("family") != "none" and bool(other_arrays(d)), plot_other, 4.0),
 ]
 
 

@@ -32,7 +32,7 @@ check "learned: n/a past its table, ok within it" grep -q '"status":"n/a: learne
 check "attention.json has the per-head statistics" grep -q '"entropy_norm":\[\[' run/attention.json
 
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
-  for kind in none index binary sinusoidal learned rope alibi; do
+  for kind in none index binary sinusoidal learned rope alibi xpos t5 kerple_log kerple_power sandwich fire cope; do
     "$POSLAB" pe --kind "$kind" -n 32 -d 16 --heads 4 --plot "pe-$kind.png" >/dev/null 2>&1
     check "pe --plot draws $kind" test -s "pe-$kind.png"
   done
