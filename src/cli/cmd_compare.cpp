@@ -6,22 +6,9 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "util/scripts.h"
 
 namespace poslab::cli {
-
-// scripts/plot_report.py beside the source tree the executable was built from, or $POSLAB_SCRIPTS.
-static std::string find_plot_script() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("POSLAB_SCRIPTS")) candidates.push_back(fs::path(env) / "plot_report.py");
-  std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "scripts" / "plot_report.py");
-  candidates.push_back(fs::current_path() / "scripts" / "plot_report.py");
-  for (const auto& c : candidates)
-    if (fs::exists(c, ec)) return c.string();
-  return "";
-}
 
 void add_compare(CLI::App& app) {
   struct Opts {
@@ -42,7 +29,7 @@ void add_compare(CLI::App& app) {
     co.out = o->out.empty() ? "runs/" + e.name : o->out;
     co.jobs = o->jobs;
     co.poslab_binary = std::filesystem::read_symlink("/proc/self/exe").string();
-    co.plot_script = o->no_plots ? "" : find_plot_script();
+    co.plot_script = o->no_plots ? "" : find_script("plot_report.py");
     if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
     run_experiment(e, co);

@@ -1,11 +1,15 @@
 // poslab pe: print an encoding itself (additive table, rope angles, alibi slopes and bias, t5 buckets,
-// kerple/sandwich bias, fire's MLP input, xpos scales, randomized positions).
+// kerple/sandwich bias, fire's MLP input, xpos scales, randomized positions), or draw the pictures that
+// explain it (--plot: poslab computes the numbers, scripts/plots draws them).
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
 #include "model/positional/positional.h"
+#include "util/files.h"
+#include "util/scripts.h"
+#include "util/tensor_json.h"
 
 namespace poslab::cli {
 
@@ -22,13 +26,6 @@ static void print_csv(const std::string& name, const torch::Tensor& t) {
     for (int64_t j = 0; j < a.size(1); ++j) std::cout << (j ? "," : "") << acc[i][j];
     std::cout << "\n";
   }
-}
-
-static nlohmann::json to_nested(const torch::Tensor& t) {
-  if (t.dim() == 0) return t.is_floating_point() ? nlohmann::json(t.item<double>()) : nlohmann::json(t.item<int64_t>());
-  nlohmann::json out = nlohmann::json::array();
-  for (int64_t i = 0; i < t.size(0); ++i) out.push_back(to_nested(t[i]));
-  return out;
 }
 
 // "r1=0.5,r2=1" -> {r1: 0.5, r2: 1}; anything else is a one-line error naming --param.
@@ -64,17 +61,103 @@ static ConfigError as_flag_error(const ConfigError& e) {
   return ConfigError(what);
 }
 
-void add_pe(CLI::App& app) {
-  struct Opts {
-    std::string kind, format = "csv";
-    int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0, randomize = 0, seed = 0;
-    double base = 10000, scale = 0, factor = 1;
-    std::string params, rope_scaling = "none";
-    int64_t original_length = 0;
+namespace {
+
+struct PeOpts {
+  std::string kind, format = "csv", plot, plot_data;
+  int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0, randomize = 0, seed = 0;
+  double base = 10000, scale = 0, factor = 1;
+  std::string params, rope_scaling = "none";
+  int64_t original_length = 0;
+};
+
+// The encoding as `pe` builds it (same factory as a model), seeded so learned tables are reproducible.
+// --dim is the model width of an additive kind and the head size of every other.
+std::shared_ptr<PositionalEncodingImpl> build(const PeOpts& o, const PosEncodingConfig& e, int64_t heads) {
+  const bool additive = encoding_family(e.kind) == "additive";
+  torch::manual_seed(Config{}.seed);
+  auto pe = make_positional({e, o.dim * (additive ? 1 : heads), additive ? 1 : heads, o.positions});
+  // --rope-scaling: the frequencies a scaled evaluation would use (checked against the kind in add_pe).
+  if (o.rope_scaling != "none")
+    pe->set_rope_scaling({o.rope_scaling, o.factor, o.original_length > 0 ? o.original_length : o.positions});
+  return pe;
+}
+
+bool same_inspection(std::map<std::string, torch::Tensor> a, std::map<std::string, torch::Tensor> b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [name, t] : a)
+    if (!b.count(name) || !t.sizes().equals(b[name].sizes()) || !torch::allclose(t.to(torch::kDouble), b[name].to(torch::kDouble)))
+      return false;
+  return true;
+}
+
+// What the pictures need beyond the printed tensors, chosen by family and by which options change
+// the encoding (found by rebuilding with each option changed), never by kind name, so new kinds
+// get their pictures for free.
+void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig& e, PositionalEncodingImpl& pe,
+                   const InspectParams& params, const std::map<std::string, torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  const auto reference = pe.inspect(o.positions, o.dim, params);  // without --randomize's extra tensor
+  auto changes = [&](PosEncodingConfig changed, int64_t heads) {
+    return !same_inspection(reference, build(o, changed, heads)->inspect(o.positions, o.dim, params));
   };
-  auto o = std::make_shared<Opts>();
+  nlohmann::json options = nlohmann::json::object();
+  PosEncodingConfig c = e;
+  c.base = e.base * 2;
+  const bool base_matters = changes(c, o.heads);
+  if (base_matters) options["base"] = e.base;
+  c = e, c.bits = std::max<int>(1, e.bits / 2);
+  if (changes(c, o.heads)) options["bits"] = e.bits;
+  c = e, c.scale = 2 * (e.scale > 0 ? e.scale : default_additive_scale(e.kind, o.dim));
+  if (changes(c, o.heads) && out.contains("scale")) options["scale"] = out["scale"];
+  if (changes(e, o.heads * 2)) options["heads"] = o.heads;
+  for (const auto& [name, value] : params) options[name] = value;
+  out["options"] = options;
+  out["trainable"] = !pe.parameters().empty();  // learned tables: what is shown is the initialisation
+
+  if (tensors.count("table")) {
+    auto table = tensors.at("table").to(torch::kDouble);  // (N, D)
+    out["similarity"] = tensor_to_json(table.matmul(table.t()));  // (N, N): PE[p] . PE[q]
+    if (base_matters) {
+      // The same table at three bases, with the frequencies omega_i = base^(-2i/D) its pairs turn at.
+      nlohmann::json sweep = nlohmann::json::array();
+      for (double base : {1e2, 1e4, 1e8}) {
+        PosEncodingConfig b = e;
+        b.base = base;
+        sweep.push_back({{"base", base},
+                         {"table", tensor_to_json(build(o, b, o.heads)->inspect(o.positions, o.dim, params).at("table"))},
+                         {"frequencies", tensor_to_json(rope_angles(2, o.dim, base)[1])}});
+      }
+      out["by_base"] = sweep;
+    }
+  }
+  if (pe.family() == "rotary") {
+    // q = k = all-ones (RoFormer's long-term decay): q_m . k_n after the encoding's own rotation.
+    auto ones = torch::ones({1, 1, o.positions, o.dim});
+    auto [q, k] = pe.rotate(ones, ones, torch::arange(o.positions, torch::kLong));
+    out["qk"] = tensor_to_json(q[0][0].to(torch::kDouble).matmul(k[0][0].to(torch::kDouble).t()));  // (N, N)
+  }
+}
+
+std::string plots_script() {
+  const std::string script = find_script("plots");
+  if (script.empty()) throw std::runtime_error("scripts/plots not found (set POSLAB_SCRIPTS to the scripts directory)");
+  return script;
+}
+
+void draw(const std::string& script, const nlohmann::json& data, const std::string& png) {
+  TempFile json_file{png + ".pe.json"};
+  write_file_atomic(json_file.path, data.dump() + "\n");
+  if (run_python_script(script, {"pe", json_file.path, png}) != 0)
+    throw std::runtime_error("--plot " + png + ": scripts/plots failed (needs python3-matplotlib; see above)");
+}
+
+}  // namespace
+
+void add_pe(CLI::App& app) {
+  auto o = std::make_shared<PeOpts>();
   auto* cmd = app.add_subcommand("pe", "Print a positional encoding: additive table (N x D), rope angles (N x D/2), "
-                                       "or alibi slopes and (H, N, N) bias");
+                                       "or alibi slopes and (H, N, N) bias; or draw it (--plot)");
   std::string kinds;
   for (const auto& k : kEncodingKinds) kinds += (kinds.empty() ? "" : "|") + k;
   cmd->add_option("--kind,-k", o->kind, kinds)->required();
@@ -91,6 +174,9 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
   cmd->add_option("--bits", o->bits, "Bits for binary (default 16)");
+  cmd->add_option("--format,-f", o->format, "csv|json")->check(CLI::IsMember({"csv", "json"}));
+  cmd->add_option("--plot", o->plot, "Draw the pictures that explain the encoding into this .png (needs python3-matplotlib)");
+  cmd->add_option("--plot-data", o->plot_data, "Write the numbers behind those pictures to this .json (for your own plots)");
   cmd->add_option("--rope-scaling", o->rope_scaling, "Rotary kinds: none|linear|ntk|dynamic_ntk|yarn; prints inv_freq "
                                                     "(and yarn's attention_factor)")
       ->check(CLI::IsMember(kRopeScalingKinds));
@@ -98,13 +184,20 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--original-length", o->original_length,
                   "--rope-scaling: the training length L in tokens (default: --positions)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--format,-f", o->format, "csv|json")->check(CLI::IsMember({"csv", "json"}));
   cmd->callback([o] {
+    // Before any work: nothing is computed, drawn or half-written for an output that cannot be written.
+    if (!o->plot.empty()) check_output_path(o->plot, "--plot", {".png", ".svg", ".pdf"});
+    if (!o->plot_data.empty()) check_output_path(o->plot_data, "--plot-data", {".json"});
+    const bool pictures = !o->plot.empty() || !o->plot_data.empty();
+    const std::string script = o->plot.empty() ? "" : plots_script();
     // Build through the same config validation and factory that training uses. --dim is the model
     // width of an additive kind and the head size of every other (heads do not change an additive table).
     const auto params = parse_params(o->params);
     const std::string family = encoding_family(o->kind);
     const bool additive = family == "additive";
+    if (o->rope_scaling != "none" && family != "rotary")
+      throw ConfigError("--rope-scaling applies to rotary kinds (rope, xpos), not --kind " + o->kind);
+    if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
     if (family == "rotary" && o->dim % 2 != 0)
       throw ConfigError("--dim must be even for " + o->kind + " (it rotates pairs of the head's dims), got " +
                         std::to_string(o->dim));
@@ -121,25 +214,26 @@ void add_pe(CLI::App& app) {
     } catch (const ConfigError& e) {
       throw as_flag_error(e);
     }
-    torch::manual_seed(c.seed);
-    auto pe = make_positional({c.model.pos_encoding, c.model.n_embd, c.model.n_head, c.model.block_size});
-    if (o->rope_scaling != "none") {
-      if (family != "rotary")
-        throw ConfigError("--rope-scaling applies to rotary kinds (rope, xpos), not --kind " + o->kind);
-      if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
-      pe->set_rope_scaling({o->rope_scaling, o->factor, o->original_length > 0 ? o->original_length : o->positions});
-    }
+    auto pe = build(*o, c.model.pos_encoding, o->heads);
     auto tensors = pe->inspect(o->positions, o->dim, params);
     if (o->randomize > 0) {
       torch::manual_seed(o->seed);
       tensors["positions"] = pe->positions(o->positions, /*training=*/true, torch::kCPU);  // (N,)
     }
     const double scale = o->scale > 0 ? o->scale : default_additive_scale(o->kind, o->dim);
-    if (o->format == "json") {
+    if (o->format == "json" || pictures) {
       nlohmann::json out = {{"kind", o->kind}, {"family", pe->family()}, {"positions", o->positions}, {"dim", o->dim}};
       if (pe->family() == "additive" && o->kind != "learned") out["scale"] = scale;
-      for (const auto& [name, t] : tensors) out[name] = to_nested(t.is_floating_point() ? t.to(torch::kDouble) : t);
-      std::cout << out.dump() << "\n";
+      for (const auto& [name, t] : tensors) out[name] = tensor_to_json(t);
+      if (!pictures) {
+        std::cout << out.dump() << "\n";
+        return;
+      }
+      add_plot_data(out, *o, c.model.pos_encoding, *pe, params, tensors);
+      if (!o->plot_data.empty()) write_file_atomic(o->plot_data, out.dump() + "\n");
+      if (!o->plot.empty()) draw(script, out, o->plot);
+      for (const auto& f : {o->plot_data, o->plot})
+        if (!f.empty()) std::cout << "written: " << f << "\n";
     } else {
       if (pe->family() == "additive" && o->kind != "learned") std::cout << "# scale " << scale << "\n";
       for (const auto& [name, t] : tensors) print_csv(name, t);

@@ -175,6 +175,12 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
           {"results", results}};
 }
 
+std::vector<int> default_eval_lengths(const Config& c) {
+  if (!c.eval.lengths.empty()) return c.eval.lengths;
+  const int L = c.data.kind == "task" ? c.data.max_len : c.model.block_size;
+  return {L, 2 * L, 4 * L, 8 * L};
+}
+
 json evaluate_run(const std::string& dir, EvalOptions o) {
   auto run = load_run(dir);
   for (const auto& item : o.overrides)
@@ -186,11 +192,7 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
     run.config.eval = config_from_json(j).eval;
   }
   const Config& c = run.config;
-  if (o.lengths.empty()) o.lengths = c.eval.lengths;
-  if (o.lengths.empty()) {
-    const int L = c.data.kind == "task" ? c.data.max_len : c.model.block_size;
-    o.lengths = {L, 2 * L, 4 * L, 8 * L};
-  }
+  if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
   if (o.batches <= 0) o.batches = c.eval.batches;
   if (o.batch_size <= 0) o.batch_size = c.eval.batch_size;
   if (o.stride <= 0) o.stride = c.eval.stride;

@@ -30,6 +30,8 @@ struct EvalOptions {
   int64_t memory_budget_bytes = int64_t{512} << 20;  // attention scores per sub-batch, split to fit
 };
 
+// The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.
+std::vector<int> default_eval_lengths(const Config& config);
 // Evaluates a model on a corpus; returns {"results": [...]} (see docs/eval.md for the fields).
 nlohmann::json evaluate(GPT& model, const Corpus& corpus, const Config& config, const EvalOptions& options,
                         const Runtime& runtime);

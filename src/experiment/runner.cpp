@@ -16,10 +16,12 @@
 #include <map>
 
 #include "config/config.h"
+#include "eval/attention_stats.h"
 #include "experiment/experiment.h"
 #include "train/run_dir.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/scripts.h"
 #include "util/signals.h"
 
 extern char** environ;
@@ -96,6 +98,26 @@ static void run_eval_grid(const Experiment& e, const CompareOptions& o, std::map
   }
 }
 
+// Attention statistics for the report, once per finished cell: a couple of validation sequences at
+// the cell's eval lengths (seconds, next to minutes of training). A failure costs only the picture.
+static void cell_attention(const Experiment& e, const CompareOptions& o) {
+  const auto level = spdlog::get_level();
+  spdlog::set_level(spdlog::level::warn);  // one line per cell here, not one per length
+  for (const auto& c : e.cells) {
+    const std::string dir = cell_dir(o.out, c);
+    if (!c.error.empty() || !cell_finished(dir) || file_exists(dir + "/attention.json")) continue;
+    try {
+      AttentionOptions ao;
+      ao.sequences = 2;
+      ao.map_size = 48;
+      attention_run(dir, ao);
+    } catch (const std::exception& ex) {
+      spdlog::warn("{}: attention statistics skipped: {}", c.name, ex.what());
+    }
+  }
+  spdlog::set_level(level);
+}
+
 json run_experiment(const Experiment& e, const CompareOptions& o) {
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
@@ -159,6 +181,7 @@ json run_experiment(const Experiment& e, const CompareOptions& o) {
     running.erase(it);
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
+  if (!stop_requested()) cell_attention(e, o);
   json results = aggregate_results(e, o.out);
   for (auto& cell : results["cells"])
     if (failures.count(cell["name"])) cell["status"] = "failed", cell["error"] = failures[cell["name"]];
@@ -170,9 +193,7 @@ json run_experiment(const Experiment& e, const CompareOptions& o) {
     return results;
   }
   if (!o.plot_script.empty()) {
-    const char* py = file_exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-    const std::string cmd = std::string(py) + " '" + o.plot_script + "' '" + o.out + "'";
-    if (std::system(cmd.c_str()) != 0)
+    if (run_python_script(o.plot_script, {o.out}) != 0)
       spdlog::warn("plots skipped: {} failed (needs python3-matplotlib); re-run it on {} later", o.plot_script, o.out);
     else
       spdlog::info("report: {}/report.html (and report.md)", o.out);

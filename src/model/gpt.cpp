@@ -37,8 +37,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
 #if TORCH_VERSION_MAJOR >= 2
   // Fused kernels: flash attention when only the causal mask applies, else the bias (ALiBi, T5,
   // KERPLE, Sandwich, FIRE) plus the causal mask as the additive attn_mask. CoPE reads q.k itself,
-  // which no fused kernel exposes: it takes the explicit path below.
-  if (!pos->needs_scores()) {
+  // which no fused kernel exposes: it takes the explicit path below, as does recording the probabilities.
+  if (!pos->needs_scores() && record_probs == nullptr) {
     if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
     else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
   }
@@ -66,6 +66,7 @@ torch::Tensor CausalSelfAttentionImpl::explicit_attention(const torch::Tensor& q
     att = torch::matmul(q, k.transpose(-2, -1)) * scale + attn_bias;
   }
   att = torch::softmax(att, /*dim=*/-1);
+  if (record_probs != nullptr) *record_probs = att.detach();
   if (p_drop > 0) att = F::dropout(att, F::DropoutFuncOptions().p(p_drop).training(true));
   return torch::matmul(att.to(v.scalar_type()), v);  // (B, H, T, hs)
 }

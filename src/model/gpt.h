@@ -34,6 +34,9 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   int64_t n_head;
   double dropout;
   std::shared_ptr<PositionalEncodingImpl> pos;  // shared with the model, deliberately not registered here
+  // Evaluation only (eval/attention_stats): when set, forward takes the explicit-scores path and stores
+  // the softmax probabilities (B, H, T, T) here. Null in training, so the fused kernels are untouched.
+  torch::Tensor* record_probs = nullptr;
 };
 TORCH_MODULE(CausalSelfAttention);
 

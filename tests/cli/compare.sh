@@ -14,6 +14,8 @@ check "results.csv written" test -f out/results.csv
 check "the invalid cell is recorded as failed with its error" grep -q '"error": "model.n_embd must be divisible' out/results.json
 check "the valid cells ran" test -f out/cells/kind=rope_n_head=2/eval.json -a -f out/cells/kind=learned_n_head=2/eval.json
 check "the table is printed" grep -q "exact match by eval length" log1
+check "attention statistics for every finished cell" \
+  test -s out/cells/kind=rope_n_head=2/attention.json -a -s out/cells/kind=learned_n_head=2/attention.json
 
 "$POSLAB" compare -c exp.json --out out --no-plots > log2 2>&1
 check "a re-run skips finished cells" test "$(grep -c 'finished earlier, skipped' log2)" -eq 2
@@ -27,8 +29,9 @@ check "the resumed cell finished" grep -q '"status": "done"' out2/cells/kind=ali
 
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/plot_report.py" ]; then
   POSLAB_SCRIPTS="$ROOT/scripts" "$POSLAB" compare -c exp.json --out out > log4 2>&1
-  for f in report.md report.html loss_curves.png extrapolation.png position_loss.png; do
+  for f in report.md report.html loss_curves.png extrapolation.png position_loss.png attention.png; do
     check "$f written" test -s out/$f
   done
+  check "the report shows the attention summary" grep -q "(attention.png)" out/report.md
 fi
 finish

@@ -1,0 +1,249 @@
+"""The written part of the compare report: results tables, report.md and report.html.
+
+Tables are (header, rows) with each cell (text, bold); markdown and HTML render the same tables.
+"""
+
+import base64
+import html
+import os
+
+from plots.results import has_exact_match, is_ok, seed_count, seeds_phrase, train_tokens
+from plots.style import finite, fmt_g, num
+
+def fmt_ppl(v):
+    if not finite(v):
+        return "-"
+    return "%.2f" % v if v < 1e4 else "%.3g" % v
+
+
+def fmt_pm(mean, ci, digits=3):
+    """The mean, with its 95% half-width only where there was one (2+ seeds)."""
+    if not finite(mean):
+        return "-"
+    s = "%.*f" % (digits, mean)
+    return s + (" ± %.*f" % (digits, ci) if finite(ci) else "")
+
+
+def fmt_int(v):
+    return "{:,}".format(int(round(v))) if finite(v) else "-"
+
+
+def build_tables(res, groups, table):
+    """Tables as (header, rows) where each cell is (text, bold)."""
+    lengths = sorted(set(res["lengths"]) | {L for g in table for L in table[g]})
+    unit = res.get("length_unit", "tokens")
+    has_em = has_exact_match(res)
+    primary = "exact_match" if has_em else "loss"
+
+    summary_header = ["encoding"] + ["%g %s" % (L, unit) for L in lengths]
+    summary = []
+    for g in groups:
+        cells = [(g, False)]
+        for L in lengths:
+            r = table.get(g, {}).get(L)
+            if r is None:
+                cells.append(("-", False))
+            elif not is_ok(r):
+                st = str(r.get("status", ""))
+                cells.append(("n/a" if st.startswith("n/a") else st or "-", False))
+            else:
+                cells.append((fmt_pm(num(r.get(primary + "_mean")), num(r.get(primary + "_ci95"))),
+                              bool(r.get("best"))))
+        summary.append(cells)
+
+    show_tokens = unit != "tokens"
+    header = ["encoding", "length (%s)" % unit] + (["tokens"] if show_tokens else []) + ["n", "loss"]
+    header += ["exact match"] if has_em else ["ppl"]
+    header += ["token acc", "status"]
+    full = []
+    for L in lengths:
+        for g in groups:
+            r = table.get(g, {}).get(L)
+            if r is None:
+                continue
+            ok = is_ok(r)
+            line = [(g, False), ("%g" % L, False)] + ([(fmt_int(num(r.get("tokens"))), False)] if show_tokens else [])
+            line += [(fmt_int(num(r.get("n"))), False),
+                    (fmt_pm(num(r.get("loss_mean")), num(r.get("loss_ci95"))), ok and primary == "loss" and bool(r.get("best")))]
+            if has_em:
+                line.append((fmt_pm(num(r.get("exact_match_mean")), num(r.get("exact_match_ci95"))),
+                             ok and bool(r.get("best"))))
+            else:
+                line.append((fmt_ppl(num(r.get("ppl_mean"))), False))
+            line.append((fmt_pm(num(r.get("token_acc_mean")), num(r.get("token_acc_ci95"))), False))
+            line.append((str(r.get("status", "-")), False))
+            full.append(line)
+
+    cells_header = ["cell", "encoding", "status", "error", "params", "tokens/s", "wall s", "final val loss"]
+    cells_rows = []
+    for c in res["cells"]:
+        err = c.get("error")
+        cells_rows.append([(c["name"], False), (str(c.get("group", "-")), False), (str(c.get("status", "-")), False),
+                           ("" if err in (None, "") else str(err), False), (fmt_int(num(c.get("params"))), False),
+                           (fmt_int(num(c.get("tokens_per_s"))), False), (fmt_g(num(c.get("wall_s")), 4), False),
+                           (fmt_g(num(c.get("final_val_loss")), 4), False)])
+    metric_name = {"exact_match": "exact match", "loss": "loss in nats/token"}[primary] + " (%s)" % seeds_phrase(res)
+    ranking = res.get("ranking") or {}
+    rank_rows = [[(str(it.get("name")), False), (fmt_g(num(it.get("mrr")), 3), False),
+                  (" ".join(str(x).rstrip("0").rstrip(".") if isinstance(x, float) else str(x) for x in it.get("ranks", [])), False)]
+                 for it in ranking.get("items", [])]
+    return {
+        "summary": (summary_header, summary, metric_name),
+        "ranking": (["encoding", "MRR", "rank in each scenario"], rank_rows),
+        "full": (header, full),
+        "cells": (cells_header, cells_rows),
+    }
+
+
+def describe(res, groups):
+    unit = res.get("length_unit", "tokens")
+    grid = res.get("grid") or {}
+    grid_txt = "; ".join("`%s` ∈ {%s}" % (k, ", ".join(str(v) for v in vs) if isinstance(vs, list) else str(vs))
+                         for k, vs in grid.items()) or "-"
+    cells = res["cells"]
+    counts = {}
+    for c in cells:
+        st = str(c.get("status", "unknown"))
+        counts[st] = counts.get(st, 0) + 1
+    status_txt = ", ".join("%d %s" % (n, st) for st, n in sorted(counts.items(), key=lambda kv: (kv[0] != "done", kv[0])))
+    tl, tt = res.get("train_length"), train_tokens(res)
+    train_txt = "%s %s" % (fmt_g(tl), unit)
+    if finite(tt) and unit != "tokens":
+        train_txt += " (%s model input tokens)" % fmt_g(tt)
+    lengths = ", ".join("%g" % L for L in sorted(set(res["lengths"])))
+    metric_txt = ("exact match (fraction of examples whose whole answer is greedily correct) and loss"
+                  if has_exact_match(res) else "loss (nats/token) and perplexity")
+    head = str(res.get("description") or "").strip()
+    if head:
+        head += ("" if head[-1] in ".!?" else ".") + " "
+    if not finite(tl):  # poslab writes no metric/unit/train_length when no cell finished
+        return (head + "Base config `%s`, grid %s: %d cell%s (%s). No cell finished, so there are no results yet."
+                % (res.get("config", "?"), grid_txt, len(cells), "" if len(cells) == 1 else "s", status_txt or "none"))
+    return head + ("Base config `%s`, grid %s: %d cell%s (%s), %d group%s by %s. "
+            "Every model was trained at length %s and evaluated at lengths %s %s; the metric is %s. "
+            "%s "
+            "\"n/a\" marks lengths an encoding cannot represent (for example, past a learned table)."
+            % (res.get("config", "?"), grid_txt, len(cells), "" if len(cells) == 1 else "s", status_txt or "none",
+               len(groups), "" if len(groups) == 1 else "s",
+               ", ".join("`%s`" % k for k in (res.get("group_keys") or ["group"])), train_txt, lengths, unit,
+               metric_txt, noise_txt(res)))
+
+
+def noise_txt(res):
+    n = seed_count(res)
+    if n <= 1:
+        return ("One seed per cell, so there is no estimate of seed noise and no ± is shown; **bold** marks a value "
+                "only where it is best by more than 0.01.")
+    return ("Numbers are means ± the 95%% confidence half-width (Student t) over %d seeds; the plots show the "
+            "interval as a band; **bold** marks a value only where it is best beyond both intervals." % n)
+
+
+def ranking_txt(res):
+    rk = res.get("ranking") or {}
+    lengths = ", ".join("%g" % L for L in rk.get("lengths", []))
+    return ("Mean reciprocal rank (as Kazemnejad et al. 2023 rank encodings): each encoding's rank by %s in each "
+            "of %s scenario(s) (lengths %s %s%s), 1/rank averaged; ties share the better rank, n/a ranks last."
+            % ("loss" if rk.get("metric") == "loss" else "exact match", rk.get("scenarios", 0), lengths,
+               res.get("length_unit", ""), ", per task" if any(r.get("scenario") for r in res.get("rows", [])) else ""))
+
+
+def md_escape(s):
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("\r", " ").replace("\n", " ")
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(md_escape(h) for h in header) + " |",
+           "|" + "|".join("---" if i < 1 else "---:" if header[i] not in ("status", "error", "encoding") else "---"
+                          for i in range(len(header))) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(("**%s**" % md_escape(t)) if b and t not in ("", "-") else md_escape(t)
+                                     for t, b in r) + " |")
+    return "\n".join(out)
+
+
+def write_markdown(path, res, groups, tables, images):
+    name = res.get("experiment", "experiment")
+    sh, srows, metric_name = tables["summary"]
+    lines = ["# poslab report: %s" % name, "", describe(res, groups), "",
+             "## Summary: %s by length" % metric_name, "", md_table(sh, srows), ""]
+    if res.get("what_this_shows"):
+        lines += ["**What this shows.** " + res["what_this_shows"], ""]
+    if images:  # the headline picture right under the headline table
+        lines += ["![%s](%s)" % (images[0][1], images[0][0]), ""]
+    if tables["ranking"][1]:
+        lines += ["### Ranking", "", ranking_txt(res), "", md_table(*tables["ranking"]), ""]
+    lines += [
+             "## Results", "", md_table(*tables["full"]), "",
+             "## Cells", "", md_table(*tables["cells"]), "", "## Plots", ""]
+    for fname, title in images[1:]:
+        lines += ["### %s" % title, "", "![%s](%s)" % (title, fname), ""]
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines))
+
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1150px;
+       margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.5; }
+h1 { border-bottom: 2px solid #ddd; padding-bottom: .3em; }
+h2 { margin-top: 2em; border-bottom: 1px solid #eee; padding-bottom: .2em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.92em; }
+th, td { border: 1px solid #ddd; padding: 4px 10px; }
+th { background: #f4f4f4; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+tr:nth-child(even) td { background: #fafafa; }
+td.err { color: #a00; max-width: 30em; }
+img { max-width: 100%; border: 1px solid #eee; }
+code { background: #f4f4f4; padding: 1px 4px; border-radius: 3px; }
+"""
+
+
+def html_table(header, rows):
+    out = ["<table>", "<tr>" + "".join("<th>%s</th>" % html.escape(h) for h in header) + "</tr>"]
+    for r in rows:
+        tds = []
+        for i, (t, b) in enumerate(r):
+            col = header[i]
+            cls = "err" if col == "error" else "" if col in ("encoding", "status", "cell") else "num"
+            text = html.escape(t)
+            if b and t not in ("", "-"):
+                text = "<b>%s</b>" % text
+            tds.append("<td%s>%s</td>" % (' class="%s"' % cls if cls else "", text))
+        out.append("<tr>" + "".join(tds) + "</tr>")
+    out.append("</table>")
+    return "\n".join(out)
+
+
+def md_inline_to_html(s):
+    """The description paragraph uses only `code` and **bold**."""
+    s = html.escape(s)
+    parts = s.split("`")
+    s = "".join(("<code>%s</code>" % p) if i % 2 else p for i, p in enumerate(parts))
+    parts = s.split("**")
+    return "".join(("<b>%s</b>" % p) if i % 2 else p for i, p in enumerate(parts))
+
+
+def write_html(path, results_dir, res, groups, tables, images):
+    name = res.get("experiment", "experiment")
+    sh, srows, metric_name = tables["summary"]
+    body = ["<h1>poslab report: %s</h1>" % html.escape(str(name)),
+            "<p>%s</p>" % md_inline_to_html(describe(res, groups)),
+            "<h2>Summary: %s by length</h2>" % html.escape(metric_name), html_table(sh, srows)]
+    if res.get("what_this_shows"):
+        body.append("<p><b>What this shows.</b> %s</p>" % html.escape(res["what_this_shows"]))
+    if tables["ranking"][1]:
+        body += ["<h3>Ranking</h3>", "<p>%s</p>" % html.escape(ranking_txt(res)), html_table(*tables["ranking"])]
+    body += ["<h2>Results</h2>", html_table(*tables["full"]),
+            "<h2>Cells</h2>", html_table(*tables["cells"]), "<h2>Plots</h2>"]
+    def img(fname, title):
+        with open(os.path.join(results_dir, fname), "rb") as f:
+            data = base64.b64encode(f.read()).decode("ascii")
+        return '<img alt="%s" src="data:image/png;base64,%s">' % (html.escape(title), data)
+    if images:  # the headline picture right under the headline table
+        body.insert(body.index("<h2>Results</h2>"), img(*images[0]))
+    for fname, title in images[1:]:
+        body += ["<h3>%s</h3>" % html.escape(title), img(fname, title)]
+    doc = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+           "<title>poslab report: %s</title>\n<style>%s</style>\n</head>\n<body>\n%s\n</body>\n</html>\n"
+           % (html.escape(str(name)), CSS, "\n".join(body)))
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)

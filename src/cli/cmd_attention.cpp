@@ -1,0 +1,44 @@
+// poslab attention: what a trained run's attention does in and past its training length: mean
+// distance, entropy and first-token share per layer and head at each length, and one example's maps.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "eval/attention_stats.h"
+#include "util/scripts.h"
+
+namespace poslab::cli {
+
+void add_attention(CLI::App& app) {
+  struct Opts {
+    std::string run, lengths;
+    AttentionOptions stats;
+    bool no_plot = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("attention", "Attention statistics per layer and head at several lengths; writes "
+                                              "RUN/attention.json, attention.png and attention_maps.png");
+  cmd->add_option("--run,-r", o->run, "Run directory")->required();
+  cmd->add_option("--lengths,-l", o->lengths,
+                  "Comma-separated lengths: items per example for tasks, tokens for text (default: the config's)");
+  cmd->add_option("--example", o->stats.example, "Which validation sequence gives the maps (default 0, the first)");
+  cmd->add_option("--sequences", o->stats.sequences, "Validation sequences averaged per length (default 8)");
+  cmd->add_option("--map-size", o->stats.map_size, "Maps are pooled to at most this many positions a side (default 64)");
+  cmd->add_flag("--no-plot", o->no_plot, "Write attention.json only");
+  cmd->callback([o] {
+    if (!o->lengths.empty()) o->stats.lengths = parse_lengths(o->lengths, "--lengths");
+    if (o->stats.example < 0) throw ConfigError("--example: must be a non-negative integer");
+    if (o->stats.sequences <= 0) throw ConfigError("--sequences: must be a positive integer");
+    if (o->stats.map_size <= 0) throw ConfigError("--map-size: must be a positive integer");
+    attention_run(o->run, o->stats);
+    std::cout << "written: " << o->run << "/attention.json\n";
+    if (o->no_plot) return;
+    const std::string script = find_script("plots");
+    const std::string stats_png = o->run + "/attention.png", maps_png = o->run + "/attention_maps.png";
+    if (script.empty() || run_python_script(script, {"attention", o->run + "/attention.json", stats_png, maps_png}) != 0)
+      throw std::runtime_error("attention.json is written, but the plots failed (scripts/plots: needs python3-matplotlib; see above)");
+    std::cout << "written: " << stats_png << ", " << maps_png << "\n";
+  });
+}
+
+}  // namespace poslab::cli

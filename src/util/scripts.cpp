@@ -1,0 +1,68 @@
+// Finding scripts/ and running a plotting script as a child process.
+#include "util/scripts.h"
+
+#include <spawn.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+
+#include "config/config.h"
+
+extern char** environ;
+
+namespace poslab {
+namespace fs = std::filesystem;
+
+std::string find_script(const std::string& relative) {
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("POSLAB_SCRIPTS")) candidates.push_back(fs::path(env) / relative);
+  std::error_code ec;
+  auto exe = fs::read_symlink("/proc/self/exe", ec);  // build/poslab -> scripts/ beside build/
+  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "scripts" / relative);
+  candidates.push_back(fs::current_path(ec) / "scripts" / relative);
+  for (const auto& c : candidates)
+    if (fs::exists(c, ec)) return c.string();
+  return "";
+}
+
+int run_python_script(const std::string& script, const std::vector<std::string>& args) {
+  const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
+  std::vector<std::string> all = {python, script};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return 127;
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 127;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+void check_output_path(const std::string& path, const std::string& option, const std::vector<std::string>& extensions) {
+  const fs::path p(path);
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) throw ConfigError(option + " " + path + ": is a directory");
+  if (std::find(extensions.begin(), extensions.end(), p.extension().string()) == extensions.end()) {
+    std::string allowed;
+    for (const auto& e : extensions) allowed += (allowed.empty() ? "" : " or ") + e;
+    throw ConfigError(option + " " + path + ": the name must end in " + allowed);
+  }
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (!fs::is_directory(dir, ec)) throw ConfigError(option + " " + path + ": directory " + dir.string() + " does not exist");
+  if (::access(dir.c_str(), W_OK) != 0) throw ConfigError(option + " " + path + ": directory " + dir.string() + " is not writable");
+  if (fs::exists(p, ec) && ::access(p.c_str(), W_OK) != 0) throw ConfigError(option + " " + path + ": not writable");
+}
+
+TempFile::~TempFile() {
+  std::error_code ec;
+  if (!path.empty()) fs::remove(path, ec);
+}
+
+}  // namespace poslab

@@ -1,0 +1,25 @@
+// The Python plotting scripts under scripts/: poslab computes the numbers and writes JSON,
+// matplotlib draws them. One place finds the scripts and runs them with an interpreter that has
+// numpy and matplotlib (Debian's /usr/bin/python3; pyenv's python3 on PATH may lack them).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace poslab {
+
+// scripts/<relative> from $POSLAB_SCRIPTS, beside the source tree the executable was built from,
+// or under the current directory; "" when none exists.
+std::string find_script(const std::string& relative);
+// Runs `python3 script args...` (no shell, so paths need no quoting); returns its exit status
+// (127 when the interpreter cannot start, 128 + N when killed by signal N).
+int run_python_script(const std::string& script, const std::vector<std::string>& args);
+// Checks before any work that `path` can receive an output file: not a directory, a name ending in one
+// of `extensions` (".png"), in an existing writable directory. Throws ConfigError "<option> PATH: why".
+void check_output_path(const std::string& path, const std::string& option, const std::vector<std::string>& extensions);
+// A file removed when this goes out of scope (the JSON handed to a plot script).
+struct TempFile {
+  std::string path;
+  ~TempFile();
+};
+
+}  // namespace poslab

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The plotting package draws every family of pictures from fixture JSON (tests/data/plots, written by
+# `poslab pe --plot-data` and `poslab attention`): non-empty PNGs, no temp files left, and malformed
+# input refused with one line and exit 2. Skipped (77) where /usr/bin/python3 lacks matplotlib.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DATA=$ROOT/tests/data/plots
+PY=/usr/bin/python3
+PLOTS=$ROOT/scripts/plots
+"$PY" -c 'import matplotlib, numpy' 2>/dev/null || { echo "matplotlib missing: skipped"; exit 77; }
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+passed=0
+failed=0
+check() {  # check "description" test-expression...
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
+}
+
+for f in "$DATA"/pe-*.json; do
+  name=$(basename "$f" .json)
+  "$PY" "$PLOTS" pe "$f" "$WORK/$name.png"
+  check "$name draws a PNG" test -s "$WORK/$name.png"
+done
+"$PY" "$PLOTS" attention "$DATA/attention.json" "$WORK/attention.png" "$WORK/attention_maps.png"
+check "attention statistics PNG" test -s "$WORK/attention.png"
+check "attention maps PNG" test -s "$WORK/attention_maps.png"
+cp -r "$DATA/compare" "$WORK/compare"
+"$PY" "$PLOTS" compare-attention "$WORK/compare" >/dev/null
+check "compare's attention summary PNG" test -s "$WORK/compare/attention.png"
+check "no temp files left" test -z "$(find "$WORK" -name '*.tmp*')"
+
+echo '{"kind": "rope"}' > "$WORK/bad.json"
+err=$("$PY" "$PLOTS" pe "$WORK/bad.json" "$WORK/bad.png" 2>&1)
+check "malformed input: exit 2, one line naming the file" test $? -eq 2 -a "$(printf '%s\n' "$err" | grep -c .)" -eq 1
+check "malformed input names the file" grep -q "bad.json" <<<"$err"
+check "nothing drawn for malformed input" test ! -e "$WORK/bad.png"
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

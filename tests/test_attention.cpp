@@ -1,0 +1,84 @@
+// Attention statistics: recorded maps are causal distributions for every encoding, recording does
+// not change the model's output, and distance/entropy/first-token share match hand-computed values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "eval/attention_stats.h"
+
+using namespace poslab;
+
+static ModelConfig tiny(const std::string& kind) {
+  ModelConfig m;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 16;
+  m.block_size = 32;
+  m.vocab_size = 11;
+  m.pos_encoding.kind = kind;
+  return m;
+}
+
+class RecordedKind : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RecordedKind, MapsAreCausalRowsSumToOneOutputUnchanged) {
+  torch::manual_seed(0);
+  GPT model(tiny(GetParam()));
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto idx = torch::randint(0, 11, {3, 20}, torch::kLong);
+  auto plain = model->forward(idx);
+  torch::Tensor recorded_logits;
+  {
+    AttentionRecorder recorder(model);
+    recorded_logits = model->forward(idx);
+    ASSERT_EQ(recorder.probs().size(), 2u);
+    for (const auto& p : recorder.probs()) {
+      ASSERT_EQ(p.sizes(), torch::IntArrayRef({3, 2, 20, 20}));
+      auto above = p.triu(/*diagonal=*/1);  // the future: exactly zero
+      EXPECT_EQ(above.abs().max().item<float>(), 0.0f);
+      EXPECT_TRUE(torch::allclose(p.sum(-1), torch::ones({3, 2, 20}), 1e-5, 1e-5));
+      EXPECT_GE(p.min().item<float>(), 0.0f);
+    }
+  }
+  EXPECT_TRUE(torch::allclose(recorded_logits, plain, 1e-5, 1e-5)) << "recording must not change the output";
+  for (const auto& block : *model->h) EXPECT_EQ(block->as<Block>()->attn->record_probs, nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, RecordedKind, ::testing::ValuesIn(kEncodingKinds),
+                         [](const auto& info) { return info.param; });
+
+TEST(AttentionStats, HandMadeMatrixGivesHandComputedValues) {
+  // One head, three queries: row i is a distribution over keys 0..i.
+  auto p = torch::tensor({1.0, 0.0, 0.0, 0.5, 0.5, 0.0, 0.2, 0.3, 0.5}, torch::kDouble).view({1, 1, 3, 3});
+  auto s = attention_head_stats(p);
+  // Distance per query: 0; 0.5*1 = 0.5; 0.2*2 + 0.3*1 = 0.7 -> mean 0.4.
+  EXPECT_NEAR(s.distance[0].item<double>(), 0.4, 1e-12);
+  // Entropy per query: 0; ln 2; -(0.2 ln 0.2 + 0.3 ln 0.3 + 0.5 ln 0.5).
+  const double h2 = std::log(2.0), h3 = -(0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.5 * std::log(0.5));
+  EXPECT_NEAR(s.entropy[0].item<double>(), (0 + h2 + h3) / 3, 1e-12);
+  // Normalised over queries 1 and 2: ln2/ln2 = 1 and h3/ln3.
+  EXPECT_NEAR(s.entropy_norm[0].item<double>(), (1.0 + h3 / std::log(3.0)) / 2, 1e-12);
+  // First-token share over queries 1 and 2: (0.5 + 0.2) / 2.
+  EXPECT_NEAR(s.first_share[0].item<double>(), 0.35, 1e-12);
+}
+
+TEST(AttentionStats, UniformCausalAttentionHasReferenceValues) {
+  const int64_t T = 9;
+  auto p = torch::ones({T, T}, torch::kDouble).tril();
+  p = (p / p.sum(-1, true)).view({1, 1, T, T}).expand({2, 3, T, T});  // batch 2, heads 3
+  auto s = attention_head_stats(p);
+  EXPECT_TRUE(torch::allclose(s.distance, torch::full({3}, (T - 1) / 4.0, torch::kDouble)));  // mean of i/2
+  EXPECT_TRUE(torch::allclose(s.entropy_norm, torch::ones({3}, torch::kDouble)));
+}
+
+TEST(AttentionStats, PooledMapsKeepRowsSummingToOne) {
+  const int64_t T = 10;
+  auto p = torch::rand({2, T, T}, torch::kDouble).tril();
+  p = p / p.sum(-1, true);
+  auto pooled = pool_attention_map(p, 4);  // blocks of 3: 4 rows, the last holding one query
+  ASSERT_EQ(pooled.sizes(), torch::IntArrayRef({2, 4, 4}));
+  EXPECT_TRUE(torch::allclose(pooled.sum(-1), torch::ones({2, 4}, torch::kDouble)));
+  EXPECT_NEAR(pooled[0][0][0].item<double>(), p[0].slice(0, 0, 3).slice(1, 0, 3).sum().item<double>() / 3, 1e-12);
+  EXPECT_TRUE(torch::equal(pool_attention_map(p, 16), p));  // small maps stay as they are
+}
