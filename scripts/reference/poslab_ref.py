@@ -12,7 +12,7 @@ Parameter names equal poslab's (see src/model/gpt.h), so a run's weights load di
     model = GPT(cfg, vocab_size=weights["wte.weight"].shape[0])
     model.load_state_dict(weights)
 
-Every positional encoding is a small module with poslab's three hooks (embed, rotate, bias);
+Every positional encoding is a small module with poslab's hooks (embed, rotate, bias, scores);
 none of them registers buffers, so the state dict holds exactly poslab's parameters.
 """
 import math
@@ -21,7 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ENCODING_KINDS = ("none", "index", "binary", "sinusoidal", "learned", "rope", "alibi")
+ENCODING_KINDS = ("none", "index", "binary", "sinusoidal", "learned", "rope", "alibi", "xpos", "t5", "kerple_log",
+                  "kerple_power", "sandwich", "fire", "cope")
 
 # poslab's defaults for the model section (src/config/config.h), used for keys a dict omits.
 MODEL_DEFAULTS = {
@@ -31,7 +32,10 @@ MODEL_DEFAULTS = {
     "block_size": 64,
     "dropout": 0.0,
     "bias": False,
-    "pos_encoding": {"kind": "learned", "base": 10000.0, "scale": 0.0, "bits": 16, "signed": True},
+    "pos_encoding": {"kind": "learned", "base": 10000.0, "scale": 0.0, "bits": 16, "signed": True,
+                     "rotary_fraction": 1.0, "scale_base": 512.0, "num_buckets": 32, "max_distance": 128,
+                     "mlp_width": 32, "init_c": 0.1, "init_L": 512.0, "npos": 64,
+                     "randomize": {"max_position": 0, "eval": False}},
 }
 
 
@@ -96,12 +100,20 @@ def alibi_slopes(n_head):
     return out
 
 
-def alibi_bias(slopes, t_q, t_k):
-    """(H, t_q, t_k) float32: -m_h * (i - j); queries are the last t_q of t_k positions."""
-    i = torch.arange(t_k - t_q, t_k, dtype=torch.float32).view(-1, 1)
-    j = torch.arange(t_k, dtype=torch.float32).view(1, -1)
-    m = torch.tensor(slopes, dtype=torch.float64).to(torch.float32).view(-1, 1, 1)
-    return -m * (i - j).unsqueeze(0)
+def relative_distance(q_pos, k_pos):
+    """(t_q, t_k) float32: q_pos[i] - k_pos[j]."""
+    return (q_pos.view(-1, 1) - k_pos.view(1, -1)).to(torch.float32)
+
+
+def alibi_bias(slopes, q_pos, k_pos):
+    """(H, t_q, t_k) float32: -m_h * (q_pos[i] - k_pos[j])."""
+    m = torch.tensor(slopes, dtype=torch.float64).to(torch.float32).to(q_pos.device).view(-1, 1, 1)
+    return -m * relative_distance(q_pos, k_pos).unsqueeze(0)
+
+
+def rotary_dims(head_dim, fraction):
+    """Dims of a head that rope rotates: floor(head * fraction), rounded down to even."""
+    return int(head_dim * fraction) // 2 * 2
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,6 +123,8 @@ def alibi_bias(slopes, t_q, t_k):
 class PositionalEncoding(nn.Module):
     family = "none"
     max_positions = -1  # -1: unbounded
+    constant_bias = True
+    needs_scores = False
 
     def embed(self, x, positions):
         return x
@@ -118,8 +132,11 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q, k, positions):
         return q, k
 
-    def bias(self, t_q, t_k, device):
+    def bias(self, q_pos, k_pos):
         return None
+
+    def scores(self, att, q, scale):
+        return att
 
     def check_length(self, length):
         if self.max_positions >= 0 and length > self.max_positions:
@@ -204,19 +221,50 @@ class LearnedEncoding(PositionalEncoding):
 class RotaryEncoding(PositionalEncoding):
     kind, family = "rope", "rotary"
 
-    def __init__(self, head_dim, base):
+    def __init__(self, head_dim, base, rot_dims):
         super().__init__()
-        self.head_dim, self.base = head_dim, base
+        self.head_dim, self.base, self.rot_dims = head_dim, base, rot_dims
         self._cos = self._sin = None
 
-    def rotate(self, q, k, positions):
+    def cos_sin(self, positions, device):
         needed = int(positions.max().item()) + 1 if positions.numel() else 0
-        if self._cos is None or self._cos.size(0) < needed or self._cos.device != q.device:
-            angles = rope_angles(needed, self.head_dim, self.base)  # float64: exact at long p
-            self._cos = angles.cos().to(torch.float32).to(q.device)
-            self._sin = angles.sin().to(torch.float32).to(q.device)
-        cos, sin = self._cos.index_select(0, positions), self._sin.index_select(0, positions)
-        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
+        if self._cos is None or self._cos.size(0) < needed or self._cos.device != device:
+            angles = rope_angles(needed, self.rot_dims, self.base)  # float64: exact at long p
+            self._cos = angles.cos().to(torch.float32).to(device)
+            self._sin = angles.sin().to(torch.float32).to(device)
+        return self._cos.index_select(0, positions), self._sin.index_select(0, positions)
+
+    def rotate_part(self, x, cos, sin):
+        """The first rot_dims dims rotated (GPT-NeoX rotary_pct), the rest passed through."""
+        if self.rot_dims == self.head_dim:
+            return apply_rotary(x, cos, sin)
+        return torch.cat([apply_rotary(x[..., :self.rot_dims], cos, sin), x[..., self.rot_dims:]], dim=-1)
+
+    def rotate(self, q, k, positions):
+        cos, sin = self.cos_sin(positions, q.device)
+        return self.rotate_part(q, cos, sin), self.rotate_part(k, cos, sin)
+
+
+def xpos_zeta(head_dim):
+    """(hs/2,) float64: zeta_k = (2k + 0.4 hs) / (1.4 hs) (torchscale XPOS)."""
+    return (torch.arange(0, head_dim // 2, dtype=torch.float64) * 2 + 0.4 * head_dim) / (1.4 * head_dim)
+
+
+class XposEncoding(RotaryEncoding):
+    """RoPE(q)_n * zeta^(n/gamma), RoPE(k)_m * zeta^(-m/gamma), positions centred as torchscale."""
+    kind = "xpos"
+
+    def __init__(self, head_dim, base, scale_base):
+        super().__init__(head_dim, base, head_dim)
+        self.scale_base = scale_base
+
+    def rotate(self, q, k, positions):
+        cos, sin = self.cos_sin(positions, q.device)
+        length = int(positions.max().item()) + 1 if positions.numel() else 0
+        centred = positions - (length + 1) // 2
+        up = torch.pow(xpos_zeta(self.head_dim).view(1, -1), centred.to(torch.float64).cpu().view(-1, 1) / self.scale_base)
+        s_q, s_k = up.to(torch.float32).to(q.device), up.reciprocal().to(torch.float32).to(q.device)
+        return apply_rotary(q, cos * s_q, sin * s_q), apply_rotary(k, cos * s_k, sin * s_k)
 
 
 class AlibiEncoding(PositionalEncoding):
@@ -226,8 +274,114 @@ class AlibiEncoding(PositionalEncoding):
         super().__init__()
         self.slopes = alibi_slopes(n_head)
 
-    def bias(self, t_q, t_k, device):
-        return alibi_bias(self.slopes, t_q, t_k).to(device)
+    def bias(self, q_pos, k_pos):
+        return alibi_bias(self.slopes, q_pos, k_pos)
+
+
+def causal_distance(q_pos, k_pos):
+    return relative_distance(q_pos, k_pos).clamp_min(0)
+
+
+def t5_bucket(distance, num_buckets, max_distance):
+    """HF T5Attention._relative_position_bucket(-distance, bidirectional=False)."""
+    n = distance.to(torch.long).clamp_min(0)
+    max_exact = num_buckets // 2
+    large = max_exact + (torch.log(n.clamp_min(max_exact).float() / max_exact)
+                         / math.log(max_distance / max_exact) * (num_buckets - max_exact)).to(torch.long)
+    large = large.clamp_max(num_buckets - 1)
+    return torch.where(n < max_exact, n, large)
+
+
+class T5Bias(PositionalEncoding):
+    kind, family, constant_bias = "t5", "bias", False
+
+    def __init__(self, n_head, n_embd, num_buckets, max_distance):
+        super().__init__()
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.weight = nn.Parameter(torch.randn(num_buckets, n_head) / math.sqrt(n_embd))
+
+    def bias(self, q_pos, k_pos):
+        bucket = t5_bucket(relative_distance(q_pos, k_pos), self.num_buckets, self.max_distance)
+        return F.embedding(bucket, self.weight).permute(2, 0, 1)  # (H, t_q, t_k)
+
+
+class KerpleBias(PositionalEncoding):
+    """log: -r1 log(1 + r2 d); power: -r1 d^r2; parameters clamped in place (chijames/KERPLE)."""
+    family, constant_bias = "bias", False
+
+    def __init__(self, kind, n_head):
+        super().__init__()
+        self.kind = kind
+        p, a = torch.rand(n_head, 1, 1) * 2, torch.rand(n_head, 1, 1)
+        power = kind == "kerple_power"
+        self.r1 = nn.Parameter(a if power else p)
+        self.r2 = nn.Parameter(p if power else a)
+
+    def bias(self, q_pos, k_pos):
+        power = self.kind == "kerple_power"
+        with torch.no_grad():
+            self.r1.clamp_(min=1e-2)
+            self.r2.clamp_(min=1e-2, max=2.0 if power else None)
+        d = causal_distance(q_pos, k_pos).unsqueeze(0)
+        return -self.r1 * torch.pow(d, self.r2) if power else -self.r1 * torch.log1p(self.r2 * d)
+
+
+class SandwichBias(PositionalEncoding):
+    """NeMo SandwichRelativePositionEmbedding: (sum_{k=1..D/2} cos(n base^(-2k/D)) - D/2) / (h 8 / H)."""
+    kind, family = "sandwich", "bias"
+
+    def __init__(self, n_head, head_dim, base):
+        super().__init__()
+        self.n_head, self.head_dim, self.base = n_head, head_dim, base
+
+    def bias(self, q_pos, k_pos):
+        d = causal_distance(q_pos, k_pos)
+        k = torch.arange(1, self.head_dim // 2 + 1, dtype=torch.float64)
+        inv_freq = torch.pow(torch.tensor(self.base, dtype=torch.float64), -2.0 * k / self.head_dim).to(d.device)
+        num = (d.to(torch.float64).unsqueeze(-1) * inv_freq).cos().sum(-1) - float(self.head_dim // 2)
+        h = torch.arange(1, self.n_head + 1, dtype=torch.float64, device=d.device).view(-1, 1, 1)
+        return (num.unsqueeze(0) / (h * 8.0 / self.n_head)).to(torch.float32)
+
+
+class FireBias(PositionalEncoding):
+    """mcleish7/arithmetic FIRE: MLP(log(|c rel| + 1) / (log(|c max(i, L)| + 1) + 1e-6)), L = |L_multiplier init_L|."""
+    kind, family, constant_bias = "fire", "bias", False
+
+    def __init__(self, n_head, mlp_width, init_c, init_L):
+        super().__init__()
+        self.mlp_in = nn.Linear(1, mlp_width)
+        self.mlp_out = nn.Linear(mlp_width, n_head)
+        self.c = nn.Parameter(torch.tensor(init_c, dtype=torch.float32))
+        self.L_multiplier = nn.Parameter(torch.tensor(1.0))
+        self.init_L = init_L
+
+    def bias(self, q_pos, k_pos):
+        L = torch.abs(self.L_multiplier * self.init_L)
+        num = torch.log(torch.abs(self.c * causal_distance(q_pos, k_pos)) + 1)
+        den = torch.log(torch.abs(self.c * torch.maximum(q_pos.to(torch.float32).view(-1, 1), L)) + 1)
+        x = num / (den + 1e-6)
+        return self.mlp_out(torch.relu(self.mlp_in(x.unsqueeze(-1)))).permute(2, 0, 1)
+
+
+class CopeEncoding(PositionalEncoding):
+    """facebookresearch/RAM ContextPosSelfAttn: logits (q.k + q.e[p]) / sqrt(hs)."""
+    kind, family, needs_scores = "cope", "context", True
+
+    def __init__(self, head_dim, npos):
+        super().__init__()
+        self.npos = npos
+        self.pos_emb = nn.Parameter(torch.zeros(head_dim, npos))
+
+    def scores(self, att, q, scale):
+        T = att.size(-1)
+        causal = torch.ones(T, T, dtype=torch.float32, device=att.device).tril()
+        gates = torch.sigmoid(att.float()) * causal
+        p = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos - 1)
+        z = torch.matmul(q, self.pos_emb.to(q.dtype)).float()  # (B, H, T, npos)
+        floor, ceil = p.floor(), p.ceil()
+        w = p - floor
+        logit = z.gather(-1, ceil.long()) * w + z.gather(-1, floor.long()) * (1 - w)
+        return att + logit * scale
 
 
 def default_additive_scale(kind, n_embd):
@@ -238,21 +392,48 @@ def default_additive_scale(kind, n_embd):
 def make_positional(pe, n_embd, n_head, block_size):
     kind = pe["kind"]
     scale = float(pe["scale"]) if float(pe["scale"]) > 0 else default_additive_scale(kind, n_embd)
+    head = n_embd // n_head
+    randomize = pe.get("randomize", {})
+    max_position = int(randomize.get("max_position", 0))
     if kind == "none":
-        return NoEncoding()
-    if kind == "index":
-        return IndexEncoding(scale)
-    if kind == "binary":
-        return BinaryEncoding(n_embd, int(pe["bits"]), bool(pe["signed"]), scale)
-    if kind == "sinusoidal":
-        return SinusoidalEncoding(n_embd, float(pe["base"]), scale)
-    if kind == "learned":
-        return LearnedEncoding(block_size, n_embd)
-    if kind == "rope":
-        return RotaryEncoding(n_embd // n_head, float(pe["base"]))
-    if kind == "alibi":
-        return AlibiEncoding(n_head)
-    raise ValueError(f"model.pos_encoding.kind: unknown encoding '{kind}'")
+        out = NoEncoding()
+    elif kind == "index":
+        out = IndexEncoding(scale)
+    elif kind == "binary":
+        out = BinaryEncoding(n_embd, int(pe["bits"]), bool(pe["signed"]), scale)
+    elif kind == "sinusoidal":
+        out = SinusoidalEncoding(n_embd, float(pe["base"]), scale)
+    elif kind == "learned":
+        out = LearnedEncoding(max_position if max_position > 0 else block_size, n_embd)
+    elif kind == "rope":
+        out = RotaryEncoding(head, float(pe["base"]), rotary_dims(head, float(pe["rotary_fraction"])))
+    elif kind == "xpos":
+        out = XposEncoding(head, float(pe["base"]), float(pe["scale_base"]))
+    elif kind == "alibi":
+        out = AlibiEncoding(n_head)
+    elif kind == "t5":
+        out = T5Bias(n_head, n_embd, int(pe["num_buckets"]), int(pe["max_distance"]))
+    elif kind in ("kerple_log", "kerple_power"):
+        out = KerpleBias(kind, n_head)
+    elif kind == "sandwich":
+        out = SandwichBias(n_head, head, float(pe["base"]))
+    elif kind == "fire":
+        out = FireBias(n_head, int(pe["mlp_width"]), float(pe["init_c"]), float(pe["init_L"]))
+    elif kind == "cope":
+        out = CopeEncoding(head, int(pe["npos"]))
+    else:
+        raise ValueError(f"model.pos_encoding.kind: unknown encoding '{kind}'")
+    out.randomize_max = max_position
+    out.randomize_eval = bool(randomize.get("eval", False))
+    return out
+
+
+def positions(pe, T, training, device):
+    """0..T-1, or (training, or eval with randomize.eval) T sorted distinct draws from [0, max_position)."""
+    if pe.randomize_max > 0 and (training or pe.randomize_eval):
+        draw = torch.randperm(pe.randomize_max, dtype=torch.long)[:T]
+        return torch.sort(draw).values.to(device)
+    return torch.arange(T, dtype=torch.long, device=device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,7 +473,9 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
         q, k = self.pos.rotate(q, k, positions)
         # Manual attention, as poslab's LibTorch 1.x branch: scale by the reciprocal of sqrt(hs).
-        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T)
+        scale = 1.0 / math.sqrt(k.size(-1))
+        att = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, T, T)
+        att = self.pos.scores(att, q, scale)  # CoPE; the identity for every other kind
         att = torch.softmax(att + attn_bias, dim=-1)
         if self.training and self.dropout > 0:
             att = F.dropout(att, p=self.dropout, training=True)
@@ -374,23 +557,31 @@ class GPT(nn.Module):
         model.load_state_dict(weights)
         return model
 
-    def attention_bias(self, T, device):
-        """Causal mask (-inf above the diagonal) plus the encoding's bias: (T, T) or (H, T, T)."""
+    def attention_bias(self, positions, cacheable):
+        """Causal mask (-inf above the diagonal) plus the encoding's bias: (T, T) or (H, T, T).
+        Cached only for a constant bias at positions 0..T-1 (learned biases change every step)."""
+        T, device = positions.size(0), positions.device
         c = self._bias_cache
-        if c is None or c.size(-1) != T or c.device != device:
-            mask = torch.full((T, T), float("-inf"), device=device).triu(diagonal=1)
-            b = self.pos.bias(T, T, device)
-            self._bias_cache = b + mask if b is not None else mask
-        return self._bias_cache
+        if cacheable and c is not None and c.size(-1) == T and c.device == device:
+            return c
+        mask = torch.full((T, T), float("-inf"), device=device).triu(diagonal=1)
+        b = self.pos.bias(positions, positions)
+        out = b + mask if b is not None else mask
+        if cacheable:
+            self._bias_cache = out
+        return out
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, positions_=None):
+        """positions_: the (T,) positions poslab used (a fixture's, when randomized); else drawn here."""
         T = idx.size(1)
         self.pos.check_length(T)
-        positions = torch.arange(T, dtype=torch.long, device=idx.device)
-        x = self.drop(self.pos.embed(self.wte(idx), positions))  # (B, T, C)
-        attn_bias = self.attention_bias(T, idx.device)
+        randomizes = self.pos.randomize_max > 0 and (self.training or self.pos.randomize_eval)
+        if positions_ is None:
+            positions_ = positions(self.pos, T, self.training, idx.device)
+        x = self.drop(self.pos.embed(self.wte(idx), positions_))  # (B, T, C)
+        attn_bias = self.attention_bias(positions_, not randomizes and self.pos.constant_bias)
         for block in self.h:
-            x = block(x, positions, attn_bias)
+            x = block(x, positions_, attn_bias)
         x = self.ln_f(x)
         logits = F.linear(x, self.wte.weight)  # (B, T, vocab), head tied to the token embedding
         if targets is None:
