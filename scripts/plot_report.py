@@ -47,9 +47,9 @@ import html
 import json
 import math
 
-IMAGES = [
-    ("loss_curves.png", "Training and validation loss"),
+IMAGES = [  # the first picture is the headline: what happens past the training length
     ("extrapolation.png", "Length extrapolation"),
+    ("loss_curves.png", "Training and validation loss"),
     ("position_loss.png", "Loss by token position"),
 ]
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p"]
@@ -349,7 +349,7 @@ def plot_metric_vs_length(ax, res, groups, colors, table, lengths, key, ylabel):
     values, handles = [], []
     for i, g in enumerate(groups):
         row_map = table.get(g, {})
-        pts = [(L, num(row_map[L].get(key + "_mean")), num(row_map[L].get(key + "_std")))
+        pts = [(L, num(row_map[L].get(key + "_mean")), num(row_map[L].get(key + "_ci95")))
                for L in lengths if is_ok(row_map.get(L)) and finite(row_map[L].get(key + "_mean"))]
         label = g + na_suffix(row_map, lengths)
         if not pts:
@@ -359,8 +359,12 @@ def plot_metric_vs_length(ax, res, groups, colors, table, lengths, key, ylabel):
         x = np.array([p[0] for p in pts], dtype=float) * dodge
         y = np.array([p[1] for p in pts])
         e = np.array([p[2] if finite(p[2]) else 0.0 for p in pts])
-        h = ax.errorbar(x, y, yerr=e, color=colors[g], marker=MARKERS[i % len(MARKERS)], markersize=6,
-                        linewidth=1.8, capsize=3, label=label, zorder=3)
+        h, = ax.plot(x, y, color=colors[g], marker=MARKERS[i % len(MARKERS)], markersize=6, linewidth=1.8,
+                     label=label, zorder=3)
+        if e.any():  # the 95% interval over seeds as a band (one seed has none)
+            ax.fill_between(x, y - e, y + e, color=colors[g], alpha=0.18, linewidth=0, zorder=2)
+            values.extend(y - e)
+            values.extend(y + e)
         handles.append(h)
         values.extend(y)
     return handles, values
@@ -387,10 +391,10 @@ def plot_extrapolation(res, groups, colors, table, path):
         ax.grid(True, which="major", alpha=0.3)
         if key == "exact_match":
             ax.set_ylim(-0.03, 1.05)
-            ax.set_title("exact match by length (mean ± std over seeds)", pad=18)
+            ax.set_title("exact match by length (%s)" % seeds_phrase(res), pad=18)
         else:
             maybe_log_y(ax, values)
-            ax.set_title("loss by length (mean ± std over seeds)", pad=18)
+            ax.set_title("loss by length (%s)" % seeds_phrase(res), pad=18)
         if not handles:
             no_data(ax)
     if legend_handles:
@@ -472,38 +476,32 @@ def fmt_ppl(v):
     return "%.2f" % v if v < 1e4 else "%.3g" % v
 
 
-def fmt_pm(mean, std, digits=3):
+def fmt_pm(mean, ci, digits=3):
+    """The mean, with its 95% half-width only where there was one (2+ seeds)."""
     if not finite(mean):
         return "-"
     s = "%.*f" % (digits, mean)
-    return s + (" ± %.*f" % (digits, std) if finite(std) else "")
+    return s + (" ± %.*f" % (digits, ci) if finite(ci) else "")
+
+
+def seed_count(res):
+    return int(num(res.get("seeds")) if finite(res.get("seeds")) else
+               max([int(num(r.get("n"))) for r in res.get("rows", []) if finite(r.get("n"))] or [0]))
+
+
+def seeds_phrase(res):
+    n = seed_count(res)
+    return "1 seed" if n <= 1 else "mean ± 95%% interval over %d seeds" % n
 
 
 def fmt_int(v):
     return "{:,}".format(int(round(v))) if finite(v) else "-"
 
 
-def best_marks(res, groups, table, lengths):
-    """(group, length, column) -> True where that value is the best at its length."""
-    cols = {"loss": min, "exact_match": max, "ppl": min, "token_acc": max}
-    best = set()
-    for L in lengths:
-        for col, pick in cols.items():
-            vals = [(num(table[g][L].get(col + "_mean")), g) for g in groups
-                    if L in table.get(g, {}) and is_ok(table[g][L])]
-            vals = [(v, g) for v, g in vals if finite(v)]
-            if len(vals) < 2:
-                continue
-            target = pick(v for v, _ in vals)
-            best.update((g, L, col) for v, g in vals if abs(v - target) <= 1e-12 * max(1.0, abs(target)))
-    return best
-
-
 def build_tables(res, groups, table):
     """Tables as (header, rows) where each cell is (text, bold)."""
     lengths = sorted(set(res["lengths"]) | {L for g in table for L in table[g]})
     unit = res.get("length_unit", "tokens")
-    best = best_marks(res, groups, table, lengths)
     has_em = has_exact_match(res)
     primary = "exact_match" if has_em else "loss"
 
@@ -519,8 +517,8 @@ def build_tables(res, groups, table):
                 st = str(r.get("status", ""))
                 cells.append(("n/a" if st.startswith("n/a") else st or "-", False))
             else:
-                cells.append((fmt_pm(num(r.get(primary + "_mean")), num(r.get(primary + "_std"))),
-                              (g, L, primary) in best))
+                cells.append((fmt_pm(num(r.get(primary + "_mean")), num(r.get(primary + "_ci95"))),
+                              bool(r.get("best"))))
         summary.append(cells)
 
     show_tokens = unit != "tokens"
@@ -536,14 +534,13 @@ def build_tables(res, groups, table):
             ok = is_ok(r)
             line = [(g, False), ("%g" % L, False)] + ([(fmt_int(num(r.get("tokens"))), False)] if show_tokens else [])
             line += [(fmt_int(num(r.get("n"))), False),
-                    (fmt_pm(num(r.get("loss_mean")), num(r.get("loss_std"))), ok and (g, L, "loss") in best)]
+                    (fmt_pm(num(r.get("loss_mean")), num(r.get("loss_ci95"))), ok and primary == "loss" and bool(r.get("best")))]
             if has_em:
-                line.append((fmt_pm(num(r.get("exact_match_mean")), num(r.get("exact_match_std"))),
-                             ok and (g, L, "exact_match") in best))
+                line.append((fmt_pm(num(r.get("exact_match_mean")), num(r.get("exact_match_ci95"))),
+                             ok and bool(r.get("best"))))
             else:
-                line.append((fmt_ppl(num(r.get("ppl_mean"))), ok and (g, L, "ppl") in best))
-            line.append((fmt_pm(num(r.get("token_acc_mean")), num(r.get("token_acc_std"))),
-                         ok and (g, L, "token_acc") in best))
+                line.append((fmt_ppl(num(r.get("ppl_mean"))), False))
+            line.append((fmt_pm(num(r.get("token_acc_mean")), num(r.get("token_acc_ci95"))), False))
             line.append((str(r.get("status", "-")), False))
             full.append(line)
 
@@ -555,10 +552,14 @@ def build_tables(res, groups, table):
                            ("" if err in (None, "") else str(err), False), (fmt_int(num(c.get("params"))), False),
                            (fmt_int(num(c.get("tokens_per_s"))), False), (fmt_g(num(c.get("wall_s")), 4), False),
                            (fmt_g(num(c.get("final_val_loss")), 4), False)])
-    metric_name = {"exact_match": "exact match (mean ± std over seeds)",
-                   "loss": "loss in nats/token (mean ± std over seeds)"}[primary]
+    metric_name = {"exact_match": "exact match", "loss": "loss in nats/token"}[primary] + " (%s)" % seeds_phrase(res)
+    ranking = res.get("ranking") or {}
+    rank_rows = [[(str(it.get("name")), False), (fmt_g(num(it.get("mrr")), 3), False),
+                  (" ".join(str(x).rstrip("0").rstrip(".") if isinstance(x, float) else str(x) for x in it.get("ranks", [])), False)]
+                 for it in ranking.get("items", [])]
     return {
         "summary": (summary_header, summary, metric_name),
+        "ranking": (["encoding", "MRR", "rank in each scenario"], rank_rows),
         "full": (header, full),
         "cells": (cells_header, cells_rows),
     }
@@ -590,12 +591,30 @@ def describe(res, groups):
                 % (res.get("config", "?"), grid_txt, len(cells), "" if len(cells) == 1 else "s", status_txt or "none"))
     return head + ("Base config `%s`, grid %s: %d cell%s (%s), %d group%s by %s. "
             "Every model was trained at length %s and evaluated at lengths %s %s; the metric is %s. "
-            "Numbers are means ± standard deviations over seeds; **bold** marks the best value at each length. "
+            "%s "
             "\"n/a\" marks lengths an encoding cannot represent (for example, past a learned table)."
             % (res.get("config", "?"), grid_txt, len(cells), "" if len(cells) == 1 else "s", status_txt or "none",
                len(groups), "" if len(groups) == 1 else "s",
                ", ".join("`%s`" % k for k in (res.get("group_keys") or ["group"])), train_txt, lengths, unit,
-               metric_txt))
+               metric_txt, noise_txt(res)))
+
+
+def noise_txt(res):
+    n = seed_count(res)
+    if n <= 1:
+        return ("One seed per cell, so there is no estimate of seed noise and no ± is shown; **bold** marks a value "
+                "only where it is best by more than 0.01.")
+    return ("Numbers are means ± the 95%% confidence half-width (Student t) over %d seeds; the plots show the "
+            "interval as a band; **bold** marks a value only where it is best beyond both intervals." % n)
+
+
+def ranking_txt(res):
+    rk = res.get("ranking") or {}
+    lengths = ", ".join("%g" % L for L in rk.get("lengths", []))
+    return ("Mean reciprocal rank (as Kazemnejad et al. 2023 rank encodings): each encoding's rank by %s in each "
+            "of %s scenario(s) (lengths %s %s%s), 1/rank averaged; ties share the better rank, n/a ranks last."
+            % ("loss" if rk.get("metric") == "loss" else "exact match", rk.get("scenarios", 0), lengths,
+               res.get("length_unit", ""), ", per task" if any(r.get("scenario") for r in res.get("rows", [])) else ""))
 
 
 def md_escape(s):
@@ -616,10 +635,17 @@ def write_markdown(path, res, groups, tables, images):
     name = res.get("experiment", "experiment")
     sh, srows, metric_name = tables["summary"]
     lines = ["# poslab report: %s" % name, "", describe(res, groups), "",
-             "## Summary: %s by length" % metric_name, "", md_table(sh, srows), "",
+             "## Summary: %s by length" % metric_name, "", md_table(sh, srows), ""]
+    if res.get("what_this_shows"):
+        lines += ["**What this shows.** " + res["what_this_shows"], ""]
+    if images:  # the headline picture right under the headline table
+        lines += ["![%s](%s)" % (images[0][1], images[0][0]), ""]
+    if tables["ranking"][1]:
+        lines += ["### Ranking", "", ranking_txt(res), "", md_table(*tables["ranking"]), ""]
+    lines += [
              "## Results", "", md_table(*tables["full"]), "",
              "## Cells", "", md_table(*tables["cells"]), "", "## Plots", ""]
-    for fname, title in images:
+    for fname, title in images[1:]:
         lines += ["### %s" % title, "", "![%s](%s)" % (title, fname), ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
@@ -671,14 +697,21 @@ def write_html(path, results_dir, res, groups, tables, images):
     sh, srows, metric_name = tables["summary"]
     body = ["<h1>poslab report: %s</h1>" % html.escape(str(name)),
             "<p>%s</p>" % md_inline_to_html(describe(res, groups)),
-            "<h2>Summary: %s by length</h2>" % html.escape(metric_name), html_table(sh, srows),
-            "<h2>Results</h2>", html_table(*tables["full"]),
+            "<h2>Summary: %s by length</h2>" % html.escape(metric_name), html_table(sh, srows)]
+    if res.get("what_this_shows"):
+        body.append("<p><b>What this shows.</b> %s</p>" % html.escape(res["what_this_shows"]))
+    if tables["ranking"][1]:
+        body += ["<h3>Ranking</h3>", "<p>%s</p>" % html.escape(ranking_txt(res)), html_table(*tables["ranking"])]
+    body += ["<h2>Results</h2>", html_table(*tables["full"]),
             "<h2>Cells</h2>", html_table(*tables["cells"]), "<h2>Plots</h2>"]
-    for fname, title in images:
+    def img(fname, title):
         with open(os.path.join(results_dir, fname), "rb") as f:
             data = base64.b64encode(f.read()).decode("ascii")
-        body += ["<h3>%s</h3>" % html.escape(title),
-                 '<img alt="%s" src="data:image/png;base64,%s">' % (html.escape(title), data)]
+        return '<img alt="%s" src="data:image/png;base64,%s">' % (html.escape(title), data)
+    if images:  # the headline picture right under the headline table
+        body.insert(body.index("<h2>Results</h2>"), img(*images[0]))
+    for fname, title in images[1:]:
+        body += ["<h3>%s</h3>" % html.escape(title), img(fname, title)]
     doc = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
            "<title>poslab report: %s</title>\n<style>%s</style>\n</head>\n<body>\n%s\n</body>\n</html>\n"
            % (html.escape(str(name)), CSS, "\n".join(body)))

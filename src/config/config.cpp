@@ -122,7 +122,9 @@ static json load_layers(const std::string& path, std::set<std::string>& seen) {
   // A data file named in a config is found relative to that config, wherever poslab runs from.
   if (file.contains("data") && file["data"].is_object() && file["data"].contains("path") &&
       file["data"]["path"].is_string() && !file["data"]["path"].get<std::string>().empty())
-    file["data"]["path"] = resolve_relative(path, file["data"]["path"].get<std::string>());
+    // Absolute, so the resolved config a run or an experiment cell saves (and reloads from
+    // another directory) still names the same file.
+    file["data"]["path"] = absolute_path(resolve_relative(path, file["data"]["path"].get<std::string>()));
   merge_config(merged, file, path);
   return merged;
 }

@@ -6,6 +6,7 @@
 
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "experiment/report_stats.h"
 #include "train/run_dir.h"
 #include "util/files.h"
 
@@ -16,20 +17,10 @@ namespace {
 
 struct Stats {
   std::vector<double> values;
-  json mean() const {
-    if (values.empty()) return nullptr;
-    double s = 0;
-    for (double v : values) s += v;
-    return s / values.size();
-  }
-  json stddev() const {  // population std over seeds; 0 for a single seed
-    if (values.empty()) return nullptr;
-    const double m = mean().get<double>();
-    double s = 0;
-    for (double v : values) s += (v - m) * (v - m);
-    return std::sqrt(s / values.size());
-  }
+  json mean() const { return summarize_values(values)["mean"]; }
 };
+
+std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 json read_or_null(const std::string& path) {
   if (!file_exists(path)) return nullptr;
@@ -41,6 +32,12 @@ json read_or_null(const std::string& path) {
 }
 
 }  // namespace
+
+std::string experiment_item_key(const Experiment& e) {
+  for (const auto& k : e.group_keys)
+    if (k == "model.pos_encoding.kind") return k;
+  return e.group_keys.empty() ? "" : e.group_keys[0];
+}
 
 json aggregate_results(const Experiment& e, const std::string& out) {
   json cells = json::array();
@@ -54,8 +51,11 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   };
   std::map<std::pair<std::string, int>, Acc> acc;
   std::map<std::string, Stats> params, speed, wall;
+  std::map<std::string, json> group_settings;
   json first_eval;
+  const std::string item_key = experiment_item_key(e);
   for (const auto& c : e.cells) {
+    if (!group_settings.count(c.group)) group_settings[c.group] = c.settings;
     const std::string rel = "cells/" + c.name;
     RunPaths paths{out + "/" + rel};
     json summary = read_or_null(paths.summary()), eval = read_or_null(paths.eval());
@@ -94,11 +94,20 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       const auto& a = it->second;
       json row = {{"group", g}, {"length", L}, {"tokens", a.tokens}, {"n", a.n},
                   {"status", !a.status.empty() ? a.status : a.n ? "ok" : "missing"}};
+      const json& settings = group_settings[g];
+      row["item"] = settings.contains(item_key) ? value_text(settings[item_key]) : g;
+      std::string scenario;
+      for (const auto& k : e.group_keys)
+        if (k != item_key && settings.contains(k))
+          scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + value_text(settings[k]);
+      row["scenario"] = scenario;
       for (const char* k : {"loss", "ppl", "token_acc", "exact_match"}) {
         auto m = a.metric.find(k);
         const bool have = a.status.empty() && m != a.metric.end();
-        row[std::string(k) + "_mean"] = have ? m->second.mean() : json(nullptr);
-        row[std::string(k) + "_std"] = have ? m->second.stddev() : json(nullptr);
+        json st = summarize_values(have ? m->second.values : std::vector<double>{});
+        row[std::string(k) + "_mean"] = st["mean"];
+        row[std::string(k) + "_std"] = st["std"];
+        row[std::string(k) + "_ci95"] = st["ci95"];
       }
       row["params"] = params[g].mean();
       row["tokens_per_s_mean"] = speed[g].mean();
@@ -117,34 +126,35 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     results["train_tokens"] = nullptr;
     for (const auto& r : first_eval["results"])
       if (r["length"] == first_eval["train_length"]) results["train_tokens"] = r["tokens"];
+    const std::string metric = results["metric"];
+    int seeds = 0;
+    for (const auto& r : results["rows"]) seeds = std::max(seeds, r["n"].get<int>());
+    results["seeds"] = seeds;
+    mark_best(results["rows"], metric, item_key);
+    results["ranking"] = mrr_ranking(results, metric, item_key);
+    results["what_this_shows"] = what_this_shows(results, metric, results["ranking"]);
   }
   return results;
 }
 
 std::string format_results_table(const json& results) {
   if (!results.contains("metric")) return "no finished cells to tabulate\n";
-  const bool exact = results["metric"] == "exact_match";
+  const std::string metric = results["metric"];
+  const bool exact = metric == "exact_match";
+  const int seeds = results.value("seeds", 1);
   const auto& lengths = results["lengths"];
-  const std::string metric = exact ? "exact_match" : "loss";
-  // Best per length column: highest exact match, or lowest loss; unmarked when all values tie.
-  std::map<int, double> best, worst;
-  for (const auto& r : results["rows"]) {
-    const auto& v = r[metric + "_mean"];
-    if (!v.is_number()) continue;
-    const int L = r["length"];
-    const double x = v.get<double>();
-    if (!best.count(L) || (exact ? x > best[L] : x < best[L])) best[L] = x;
-    if (!worst.count(L) || (exact ? x < worst[L] : x > worst[L])) worst[L] = x;
-  }
   std::ostringstream out;
   out << results["experiment"].get<std::string>() << ": " << (exact ? "exact match" : "loss") << " by eval length ("
-      << results["length_unit"].get<std::string>() << "; trained up to " << results["train_length"]
-      << "), mean over seeds, * = best in column\n";
-  char buf[64];
+      << results["length_unit"].get<std::string>() << "; trained up to " << results["train_length"] << "), "
+      << (seeds <= 1 ? "1 seed, * = best by more than " + std::to_string(kSingleSeedResolution).substr(0, 4)
+                     : "mean ± 95% interval over " + std::to_string(seeds) + " seeds, * = best beyond the intervals")
+      << "\n";
+  const int width = seeds > 1 ? 15 : 9;
+  char buf[96];
   std::snprintf(buf, sizeof buf, "%-18s", "encoding");
   out << buf;
-  for (const auto& L : lengths) std::snprintf(buf, sizeof buf, " %9d", L.get<int>()), out << buf;
-  out << "  " << "   params    tok/s\n";
+  for (const auto& L : lengths) std::snprintf(buf, sizeof buf, " %*d", width, L.get<int>()), out << buf;
+  out << "     params    tok/s\n";
   std::vector<std::string> groups;
   for (const auto& r : results["rows"])
     if (std::find(groups.begin(), groups.end(), r["group"]) == groups.end()) groups.push_back(r["group"]);
@@ -158,16 +168,19 @@ std::string format_results_table(const json& results) {
         if (r["group"] == g && r["length"] == L) {
           last = r;
           const auto& v = r[metric + "_mean"];
+          const auto& ci = r[metric + "_ci95"];
           if (v.is_number()) {
             std::snprintf(buf, sizeof buf, exact ? "%.3f" : "%.4f", v.get<double>());
-            const int l = L.get<int>();
-            const bool marked = best[l] != worst[l] && std::abs(v.get<double>() - best[l]) < 1e-12;
-            cell = std::string(buf) + (marked ? "*" : " ");
+            cell = buf;
+            if (ci.is_number()) std::snprintf(buf, sizeof buf, exact ? "±%.3f" : "±%.3f", ci.get<double>()), cell += buf;
+            cell += r.value("best", false) ? "*" : " ";
           } else if (r["status"].get<std::string>().rfind("n/a", 0) == 0) {
             cell = "n/a ";
           }
         }
-      std::snprintf(buf, sizeof buf, " %9s", cell.c_str());
+      // "±" is two bytes in UTF-8 but one column on screen.
+      const int pad = width + static_cast<int>(cell.find("±") != std::string::npos);
+      std::snprintf(buf, sizeof buf, " %*s", pad, cell.c_str());
       out << buf;
     }
     if (last.is_object() && last["params"].is_number())
@@ -175,6 +188,17 @@ std::string format_results_table(const json& results) {
           out << buf;
     out << "\n";
   }
+  if (results.contains("ranking") && !results["ranking"]["items"].empty()) {
+    const auto& rk = results["ranking"];
+    out << "ranking by mean reciprocal rank over " << rk["scenarios"] << " scenario(s) (lengths";
+    for (const auto& L : rk["lengths"]) out << " " << L;
+    out << "):";
+    for (const auto& it : rk["items"])
+      if (it["mrr"].is_number()) std::snprintf(buf, sizeof buf, " %s %.2f", it["name"].get<std::string>().c_str(),
+                                               it["mrr"].get<double>()), out << buf;
+    out << "\n";
+  }
+  if (results.contains("what_this_shows")) out << "What this shows: " << results["what_this_shows"].get<std::string>() << "\n";
   int failed = 0;
   for (const auto& c : results["cells"]) failed += c["status"] == "failed";
   if (failed) out << failed << " cell(s) failed; see results.json for their errors\n";
@@ -187,14 +211,16 @@ std::string results_csv(const json& results) {
          "exact_match_std,params,tokens_per_s_mean,wall_s_mean\n";
   auto field = [](const json& v) {
     if (v.is_null()) return std::string();
+    if (v.is_boolean()) return std::string(v.get<bool>() ? "1" : "0");
     if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
     return v.dump();
   };
   for (const auto& r : results["rows"]) {
     bool first = true;
-    for (const char* k : {"group", "length", "tokens", "n", "status", "loss_mean", "loss_std", "ppl_mean", "token_acc_mean",
-                          "token_acc_std", "exact_match_mean", "exact_match_std", "params", "tokens_per_s_mean", "wall_s_mean"}) {
-      out << (first ? "" : ",") << field(r[k]);
+    for (const char* k : {"group", "length", "tokens", "n", "status", "loss_mean", "loss_std", "loss_ci95", "ppl_mean",
+                          "token_acc_mean", "token_acc_std", "token_acc_ci95", "exact_match_mean", "exact_match_std",
+                          "exact_match_ci95", "best", "params", "tokens_per_s_mean", "wall_s_mean"}) {
+      out << (first ? "" : ",") << field(r.contains(k) ? r[k] : json());
       first = false;
     }
     out << "\n";

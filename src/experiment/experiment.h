@@ -36,6 +36,9 @@ struct CompareOptions {
 // Runs every cell (skipping finished ones, resuming interrupted ones), aggregates, writes
 // results.json / results.csv, and makes the plots and report. Returns the results.
 nlohmann::json run_experiment(const Experiment& experiment, const CompareOptions& options);
+// The grid key whose values a report compares (the encoding when it is in the grid; else the
+// first grid key); the other keys form scenarios.
+std::string experiment_item_key(const Experiment& experiment);
 // Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).
 nlohmann::json aggregate_results(const Experiment& experiment, const std::string& out);
 // The console table: one row per group, one column per length (exact match or loss), best marked.

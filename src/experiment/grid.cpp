@@ -23,8 +23,9 @@ Experiment load_experiment(const std::string& path) {
   const std::string where = "experiment " + path;
   if (!file.is_object()) throw ConfigError(where + ": expected a JSON object");
   for (auto it = file.begin(); it != file.end(); ++it)
-    if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid")
-      throw ConfigError(where + ": unknown key '" + it.key() + "' (allowed: name, description, base, set, grid)");
+    if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid" &&
+        it.key() != "seeds")
+      throw ConfigError(where + ": unknown key '" + it.key() + "' (allowed: name, description, base, set, grid, seeds)");
   if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
   if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
     throw ConfigError(where + ": grid must be an object of key -> list of values");
@@ -33,6 +34,14 @@ Experiment load_experiment(const std::string& path) {
   e.name = file.value("name", std::filesystem::path(path).stem().string());
   e.description = file.value("description", "");
   e.grid = file["grid"];
+  if (file.contains("seeds")) {  // "seeds": [1, 2, 3] is the grid key "seed", varied fastest
+    const auto& seeds = file["seeds"];
+    bool ok = seeds.is_array() && !seeds.empty();
+    for (const auto& s : seeds) ok = ok && s.is_number_integer() && s.get<int64_t>() >= 0;
+    if (!ok) throw ConfigError(where + ": seeds must be a non-empty list of non-negative integers");
+    if (e.grid.contains("seed")) throw ConfigError(where + ": give seeds either as \"seeds\" or as grid.seed, not both");
+    e.grid["seed"] = seeds;
+  }
   json base = load_config_json(resolve_relative(path, file["base"].get<std::string>()));
   if (file.contains("set")) {
     if (!file["set"].is_object()) throw ConfigError(where + ": set must be an object of key -> value");
@@ -44,6 +53,7 @@ Experiment load_experiment(const std::string& path) {
   std::vector<std::string> file_order;
   auto ordered = nlohmann::ordered_json::parse(read_text_file(path, "experiment"));
   for (auto it = ordered["grid"].begin(); it != ordered["grid"].end(); ++it) file_order.push_back(it.key());
+  if (file.contains("seeds")) file_order.push_back("seed");
   std::vector<std::string> keys;
   for (const auto& key : file_order) {
     auto it = e.grid.find(key);

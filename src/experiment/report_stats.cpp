@@ -1,0 +1,235 @@
+// Report statistics: intervals over seeds, noise-aware best marks, MRR ranking and the summary
+// paragraph. Rows carry "item" (the compared thing, e.g. the encoding), "scenario" (the other grid
+// values, "" when there are none), "length", "status" and <metric>_mean / _ci95 / n.
+#include "experiment/report_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+namespace poslab {
+using nlohmann::json;
+
+double t95(int df) {
+  // Two-sided 95% quantiles of Student's t (the standard table).
+  static const double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+                                 2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (df < 1) return NAN;
+  if (df <= 30) return table[df - 1];
+  if (df <= 40) return 2.021;
+  if (df <= 60) return 2.000;
+  if (df <= 120) return 1.980;
+  return 1.960;
+}
+
+json summarize_values(const std::vector<double>& values) {
+  const auto n = static_cast<int>(values.size());
+  if (n == 0) return {{"mean", nullptr}, {"std", nullptr}, {"ci95", nullptr}, {"n", 0}};
+  double mean = 0;
+  for (double v : values) mean += v;
+  mean /= n;
+  if (n < 2) return {{"mean", mean}, {"std", nullptr}, {"ci95", nullptr}, {"n", 1}};
+  double ss = 0;
+  for (double v : values) ss += (v - mean) * (v - mean);
+  const double sd = std::sqrt(ss / (n - 1));  // sample std: the interval's estimate of seed noise
+  return {{"mean", mean}, {"std", sd}, {"ci95", t95(n - 1) * sd / std::sqrt(static_cast<double>(n))}, {"n", n}};
+}
+
+bool higher_is_better(const std::string& metric) { return metric != "loss" && metric != "ppl"; }
+
+namespace {
+
+double value_of(const json& row, const std::string& metric) {
+  const auto& v = row[metric + "_mean"];
+  return v.is_number() ? v.get<double>() : NAN;
+}
+double noise_of(const json& row, const std::string& metric) {
+  const auto& v = row.value(metric + "_ci95", json(nullptr));
+  return v.is_number() ? v.get<double>() : kSingleSeedResolution;
+}
+std::string fmt(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+std::string signed_fmt(double v, int digits) { return (v >= 0 ? "+" : "") + fmt(v, digits); }
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == parts.size() ? (parts.size() > 2 ? ", and " : " and ") : ", ") + parts[i];
+  return out;
+}
+std::string label(const json& row) {
+  const std::string scenario = row.value("scenario", "");
+  return row["item"].get<std::string>() + (scenario.empty() ? "" : " (" + scenario + ")");
+}
+
+}  // namespace
+
+void mark_best(json& rows, const std::string& metric, const std::string& item_key) {
+  const bool high = higher_is_better(metric);
+  std::map<std::pair<std::string, int>, std::vector<size_t>> columns;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    rows[i]["best"] = false;
+    columns[{rows[i].value("scenario", ""), rows[i]["length"].get<int>()}].push_back(i);
+  }
+  for (const auto& [column, members] : columns) {
+    std::vector<size_t> ok;
+    for (size_t i : members)
+      if (std::isfinite(value_of(rows[i], metric))) ok.push_back(i);
+    if (ok.size() < 2) continue;  // nothing to be better than
+    std::sort(ok.begin(), ok.end(), [&](size_t a, size_t b) {
+      return high ? value_of(rows[a], metric) > value_of(rows[b], metric) : value_of(rows[a], metric) < value_of(rows[b], metric);
+    });
+    const size_t best = ok[0];
+    bool clear = true;
+    for (size_t k = 1; k < ok.size() && clear; ++k) {
+      const double gap = std::abs(value_of(rows[best], metric) - value_of(rows[ok[k]], metric));
+      clear = gap > std::max(noise_of(rows[best], metric), noise_of(rows[ok[k]], metric));
+    }
+    rows[best]["best"] = clear;
+  }
+}
+
+json mrr_ranking(const json& results, const std::string& metric, const std::string& item_key) {
+  const bool high = higher_is_better(metric);
+  const int train_length = results.value("train_length", json(0)).is_number() ? results["train_length"].get<int>() : 0;
+  std::vector<std::string> items;
+  std::vector<int> lengths;
+  for (const auto& r : results["rows"]) {
+    if (std::find(items.begin(), items.end(), r["item"]) == items.end()) items.push_back(r["item"]);
+    const int L = r["length"];
+    if (L > train_length && std::find(lengths.begin(), lengths.end(), L) == lengths.end()) lengths.push_back(L);
+  }
+  if (lengths.empty())  // nothing past the training length: rank over every length
+    for (const auto& r : results["rows"])
+      if (std::find(lengths.begin(), lengths.end(), r["length"].get<int>()) == lengths.end()) lengths.push_back(r["length"]);
+  std::sort(lengths.begin(), lengths.end());
+  std::map<std::pair<std::string, int>, std::map<std::string, double>> columns;  // (scenario, L) -> item -> value
+  for (const auto& r : results["rows"]) {
+    const int L = r["length"];
+    if (std::find(lengths.begin(), lengths.end(), L) == lengths.end()) continue;
+    columns[{r.value("scenario", ""), L}][r["item"]] = value_of(r, metric);
+  }
+  std::map<std::string, std::vector<double>> ranks;
+  for (const auto& [column, values] : columns) {
+    // Competition ranking ("1224"): tied items share the better rank; n/a and missing rank last.
+    for (const auto& item : items) {
+      auto it = values.find(item);
+      const double v = it == values.end() ? NAN : it->second;
+      int rank = 1;
+      if (!std::isfinite(v)) {
+        rank = static_cast<int>(items.size());
+      } else {
+        for (const auto& [other, w] : values)
+          if (std::isfinite(w) && (high ? w > v : w < v)) ++rank;
+      }
+      ranks[item].push_back(rank);
+    }
+  }
+  json out_items = json::array();
+  for (const auto& item : items) {
+    double rr = 0;
+    for (double r : ranks[item]) rr += 1.0 / r;
+    const auto n = ranks[item].size();
+    out_items.push_back({{"name", item}, {"mrr", n ? json(rr / n) : json(nullptr)}, {"ranks", ranks[item]}});
+  }
+  std::stable_sort(out_items.begin(), out_items.end(), [](const json& a, const json& b) {
+    return (a["mrr"].is_number() ? a["mrr"].get<double>() : -1) > (b["mrr"].is_number() ? b["mrr"].get<double>() : -1);
+  });
+  return {{"item_key", item_key}, {"metric", metric}, {"scenarios", columns.size()}, {"lengths", lengths}, {"items", out_items}};
+}
+
+std::string what_this_shows(const json& results, const std::string& metric, const json& ranking) {
+  const bool loss = !higher_is_better(metric);
+  const int L0 = results.value("train_length", json(0)).is_number() ? results["train_length"].get<int>() : 0;
+  const std::string unit = results.value("length_unit", "tokens");
+  // Per row label: the value at the training length and at the longest length that has any value.
+  std::map<std::string, std::map<int, json>> by_label;
+  std::vector<std::string> labels;
+  int longest = 0;
+  for (const auto& r : results["rows"]) {
+    const std::string l = label(r);
+    if (!by_label.count(l)) labels.push_back(l);
+    by_label[l][r["length"].get<int>()] = r;
+    if (std::isfinite(value_of(r, metric))) longest = std::max(longest, r["length"].get<int>());
+  }
+  std::ostringstream out;
+  if (labels.empty() || longest == 0) return "No cell finished, so there is nothing to summarise yet.";
+  const double margin = loss ? kFlatLossMargin : kFlatRateMargin;
+  const int digits = loss ? 2 : 3;
+  const std::string what = loss ? "loss" : metric == "exact_match" ? "exact match" : metric;
+  if (longest <= L0) {
+    out << "Every length evaluated is within the training length (" << L0 << " " << unit
+        << "), so this experiment says nothing about extrapolation.";
+  } else {
+    std::vector<std::string> flat, na, missing;
+    std::vector<std::pair<double, std::string>> moved_by;  // largest change first
+    bool any_positive_past = false;
+    for (const auto& l : labels) {
+      auto& m = by_label[l];
+      const double v0 = m.count(L0) ? value_of(m[L0], metric) : NAN;
+      const double v1 = m.count(longest) ? value_of(m[longest], metric) : NAN;
+      for (const auto& [L, r] : m)
+        if (L > L0 && value_of(r, metric) > 0) any_positive_past = true;
+      if (m.count(longest) && m[longest]["status"].get<std::string>().rfind("n/a", 0) == 0) {
+        int last_ok = 0;
+        for (const auto& [L, r] : m)
+          if (std::isfinite(value_of(r, metric))) last_ok = std::max(last_ok, L);
+        na.push_back(l + (last_ok ? " past " + std::to_string(last_ok) + " " + unit : ""));
+      } else if (!std::isfinite(v0) || !std::isfinite(v1)) {
+        missing.push_back(l);
+      } else {
+        const double d = v1 - v0;
+        const std::string item = l + " (" + signed_fmt(d, digits) + ")";
+        if (std::abs(d) <= margin || (loss ? d < 0 : d > 0)) flat.push_back(item);
+        else moved_by.push_back({-std::abs(d), item});
+      }
+    }
+    std::stable_sort(moved_by.begin(), moved_by.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<std::string> moved;
+    for (const auto& m : moved_by) moved.push_back(m.second);
+    const double ratio = static_cast<double>(longest) / std::max(1, L0);
+    out << "At " << fmt(ratio, ratio == std::floor(ratio) ? 0 : 1) << "x the training length (" << longest << " vs " << L0
+        << " " << unit << "), ";
+    if (!loss && !any_positive_past) {
+      out << "no configuration gets a single example right past the training length; compare the losses to see how "
+             "far each one degrades.";
+    } else {
+      if (!flat.empty())
+        out << join(flat) << (flat.size() == 1 ? " stays" : " stay") << " within " << fmt(margin, 2) << (loss ? " nats" : "")
+            << " of " << (flat.size() == 1 ? "its" : "their") << " " << what << " at the training length"
+            << (moved.empty() ? "." : "; ");
+      if (!moved.empty())
+        out << join(moved) << (loss ? (moved.size() == 1 ? " rises" : " rise") : (moved.size() == 1 ? " drops" : " drop"))
+            << " by more.";
+    }
+    if (!na.empty()) out << " Not applicable: " << join(na) << ".";
+    if (!missing.empty()) out << " No value at both lengths: " << join(missing) << ".";
+  }
+  // Who is best where, only where it is best beyond noise.
+  for (int L : {L0, longest}) {
+    std::vector<std::string> best;
+    for (const auto& r : results["rows"])
+      if (r["length"] == L && r.value("best", false)) best.push_back(label(r) + " (" + fmt(value_of(r, metric), digits + 1) + ")");
+    if (!best.empty()) out << " Best " << what << " at " << L << " " << unit << ": " << join(best) << ".";
+    if (L0 == longest) break;
+  }
+  if (ranking.is_object() && !ranking["items"].empty() && ranking["items"][0]["mrr"].is_number()) {
+    std::vector<std::string> top;
+    for (const auto& it : ranking["items"]) top.push_back(it["name"].get<std::string>() + " " + fmt(it["mrr"].get<double>(), 2));
+    out << " Mean reciprocal rank over " << ranking["scenarios"].get<int>() << " scenario"
+        << (ranking["scenarios"].get<int>() == 1 ? "" : "s") << ": " << join(top) << ".";
+  }
+  int seeds = 0;
+  for (const auto& r : results["rows"]) seeds = std::max(seeds, r.value("n", 0));
+  out << (seeds <= 1 ? " One seed: differences smaller than seed-to-seed noise cannot be told apart here."
+                     : " Over " + std::to_string(seeds) + " seeds; values are marked best only when their 95% intervals "
+                                                          "separate them from every other.");
+  return out.str();
+}
+
+}  // namespace poslab

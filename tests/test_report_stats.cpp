@@ -1,0 +1,169 @@
+// The report's claims on hand-made results: intervals over seeds, best marks only beyond noise
+// (ties, one seed, all zeros, n/a), the MRR ranking and the "What this shows" text. Expected values
+// come from the definitions (t table, reciprocal ranks by hand), not from the code under test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "experiment/experiment.h"
+#include "experiment/report_stats.h"
+#include "test_util.h"
+
+using namespace poslab;
+using nlohmann::json;
+
+// One row of results.json: `values` are the per-seed numbers of `metric` (empty = n/a).
+static json row(const std::string& item, int length, const std::vector<double>& values, const std::string& metric = "loss",
+                const std::string& scenario = "") {
+  json s = summarize_values(values);
+  json r = {{"group", item}, {"item", item}, {"scenario", scenario}, {"length", length}, {"n", s["n"]},
+            {"status", values.empty() ? "n/a: learned table has 64 positions" : "ok"}};
+  r[metric + "_mean"] = s["mean"];
+  r[metric + "_std"] = s["std"];
+  r[metric + "_ci95"] = s["ci95"];
+  return r;
+}
+
+static bool best(const json& rows, const std::string& item, int length) {
+  for (const auto& r : rows)
+    if (r["item"] == item && r["length"] == length) return r["best"].get<bool>();
+  ADD_FAILURE() << "no row " << item << " " << length;
+  return false;
+}
+
+TEST(ReportStats, IntervalIsStudentTOverSeeds) {
+  // Three seeds 1, 2, 3: mean 2, sample std 1, half-width t(0.975, 2) * 1 / sqrt(3) = 4.303 / 1.732.
+  json s = summarize_values({1.0, 2.0, 3.0});
+  EXPECT_DOUBLE_EQ(s["mean"].get<double>(), 2.0);
+  EXPECT_NEAR(s["std"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(s["ci95"].get<double>(), 4.303 / std::sqrt(3.0), 1e-9);
+  EXPECT_EQ(s["n"], 3);
+  // Two seeds: t = 12.706, std of {0, 1} = sqrt(0.5).
+  EXPECT_NEAR(summarize_values({0.0, 1.0})["ci95"].get<double>(), 12.706 * std::sqrt(0.5) / std::sqrt(2.0), 1e-9);
+  // One seed: no noise estimate, so neither a std nor an interval.
+  json one = summarize_values({0.7});
+  EXPECT_TRUE(one["std"].is_null());
+  EXPECT_TRUE(one["ci95"].is_null());
+  EXPECT_EQ(one["n"], 1);
+  EXPECT_NEAR(t95(1000), 1.96, 1e-9);
+}
+
+TEST(ReportStats, BestNeedsToBeatTheNoise) {
+  // One seed: a lead of 0.5 is marked, a lead of 0.005 (below the 0.01 resolution) is not.
+  json rows = {row("alibi", 128, {1.8}), row("rope", 128, {2.3}), row("sin", 128, {3.0}),
+               row("alibi", 64, {1.800}), row("rope", 64, {1.795}), row("learned", 256, {}), row("alibi", 256, {1.9})};
+  mark_best(rows, "loss", "model.pos_encoding.kind");
+  EXPECT_TRUE(best(rows, "alibi", 128));
+  EXPECT_FALSE(best(rows, "rope", 128));
+  EXPECT_FALSE(best(rows, "rope", 64));   // ahead by less than the noise
+  EXPECT_FALSE(best(rows, "alibi", 64));
+  EXPECT_FALSE(best(rows, "alibi", 256));  // alone against an n/a cell: nothing to beat
+  EXPECT_FALSE(best(rows, "learned", 256));
+}
+
+TEST(ReportStats, TiesAndAllZerosAreNeverBest) {
+  json rows = {row("a", 32, {0.0}, "exact_match"), row("b", 32, {0.0}, "exact_match"), row("c", 32, {0.0}, "exact_match"),
+               row("a", 16, {0.9}, "exact_match"), row("b", 16, {0.9}, "exact_match")};
+  mark_best(rows, "exact_match", "k");
+  for (const auto& r : rows) EXPECT_FALSE(r["best"].get<bool>()) << r.dump();
+}
+
+TEST(ReportStats, SeedsMarkOnlyWhenIntervalsSeparate) {
+  // Means 0.50 vs 0.40 with wide seed noise: intervals overlap, no mark. Tight seeds: marked.
+  json wide = {row("a", 32, {0.2, 0.8}, "exact_match"), row("b", 32, {0.3, 0.5}, "exact_match")};
+  mark_best(wide, "exact_match", "k");
+  EXPECT_FALSE(best(wide, "a", 32));
+  json tight = {row("a", 32, {0.50, 0.51, 0.49}, "exact_match"), row("b", 32, {0.40, 0.41, 0.39}, "exact_match")};
+  mark_best(tight, "exact_match", "k");
+  EXPECT_TRUE(best(tight, "a", 32));  // higher is better for exact match
+  EXPECT_FALSE(best(tight, "b", 32));
+}
+
+TEST(ReportStats, MeanReciprocalRankOverLengthsPastTraining) {
+  json results = {{"train_length", 64}, {"length_unit", "tokens"},
+                  {"rows", {row("alibi", 64, {2.0}), row("rope", 64, {1.9}), row("learned", 64, {1.8}),
+                            row("alibi", 128, {2.0}), row("rope", 128, {2.5}), row("learned", 128, {}),
+                            row("alibi", 256, {2.6}), row("rope", 256, {2.6}), row("learned", 256, {})}}};
+  json rk = mrr_ranking(results, "loss", "model.pos_encoding.kind");
+  EXPECT_EQ(rk["scenarios"], 2);  // 128 and 256; 64 is the training length
+  // alibi ranks 1, 1 (tie at 256 shares rank 1) -> 1.0; rope 2, 1 -> 0.75; learned n/a -> last (3), 3 -> 1/3.
+  ASSERT_EQ(rk["items"].size(), 3u);
+  EXPECT_EQ(rk["items"][0]["name"], "alibi");
+  EXPECT_NEAR(rk["items"][0]["mrr"].get<double>(), 1.0, 1e-12);
+  EXPECT_EQ(rk["items"][1]["name"], "rope");
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.75, 1e-12);
+  EXPECT_NEAR(rk["items"][2]["mrr"].get<double>(), 1.0 / 3.0, 1e-12);
+}
+
+TEST(ReportStats, MeanReciprocalRankAcrossTasks) {
+  // Two tasks x one length past training: a wins copy, b wins reverse -> both (1 + 1/2) / 2.
+  json results = {{"train_length", 8},
+                  {"rows", {row("a", 16, {0.9}, "exact_match", "task=copy"), row("b", 16, {0.1}, "exact_match", "task=copy"),
+                            row("a", 16, {0.2}, "exact_match", "task=reverse"),
+                            row("b", 16, {0.6}, "exact_match", "task=reverse")}}};
+  json rk = mrr_ranking(results, "exact_match", "k");
+  EXPECT_EQ(rk["scenarios"], 2);
+  for (const auto& it : rk["items"]) EXPECT_NEAR(it["mrr"].get<double>(), 0.75, 1e-12) << it.dump();
+}
+
+TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
+  json results = {{"train_length", 64}, {"length_unit", "tokens"},
+                  {"rows", {row("alibi", 64, {1.75}), row("sinusoidal", 64, {1.80}), row("learned", 64, {1.79}),
+                            row("alibi", 512, {1.78}), row("sinusoidal", 512, {3.61}), row("learned", 512, {})}}};
+  mark_best(results["rows"], "loss", "k");
+  json rk = mrr_ranking(results, "loss", "k");
+  const std::string text = what_this_shows(results, "loss", rk);
+  EXPECT_NE(text.find("At 8x the training length (512 vs 64 tokens)"), std::string::npos) << text;
+  EXPECT_NE(text.find("alibi (+0.03) stays within 0.10 nats"), std::string::npos) << text;
+  EXPECT_NE(text.find("sinusoidal (+1.81) rises by more"), std::string::npos) << text;
+  EXPECT_NE(text.find("Not applicable: learned past 64 tokens"), std::string::npos) << text;
+  EXPECT_NE(text.find("Best loss at 512 tokens: alibi (1.780)"), std::string::npos) << text;
+  EXPECT_NE(text.find("One seed"), std::string::npos) << text;
+  // Change the numbers and the text follows: now sinusoidal is the flat one.
+  results["rows"][4]["loss_mean"] = 1.85;
+  results["rows"][3]["loss_mean"] = 2.75;
+  const std::string flipped = what_this_shows(results, "loss", rk);
+  EXPECT_NE(flipped.find("sinusoidal (+0.05) stays within"), std::string::npos) << flipped;
+  EXPECT_NE(flipped.find("alibi (+1.00) rises by more"), std::string::npos) << flipped;
+}
+
+TEST(ReportStats, AllZeroExactMatchSaysSo) {
+  json results = {{"train_length", 8}, {"length_unit", "items"},
+                  {"rows", {row("a", 8, {0.9}, "exact_match"), row("b", 8, {1.0}, "exact_match"),
+                            row("a", 32, {0.0}, "exact_match"), row("b", 32, {0.0}, "exact_match")}}};
+  const std::string text = what_this_shows(results, "exact_match", json());
+  EXPECT_NE(text.find("no configuration gets a single example right past the training length"), std::string::npos) << text;
+}
+
+// The main job: the experiment the README's first command runs compares exactly the encodings the
+// README lists, on text, past the training length.
+TEST(MainJob, ConfigLoadsAndComparesTheNamedEncodings) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(__FILE__).parent_path().parent_path();
+  const auto cwd = fs::current_path();
+  fs::current_path(root);
+  auto e = load_experiment("configs/experiments/quick.json");
+  fs::current_path(cwd);
+  std::vector<std::string> kinds;
+  for (const auto& c : e.cells) {
+    EXPECT_TRUE(c.error.empty()) << c.name << ": " << c.error;
+    kinds.push_back(c.config["model"]["pos_encoding"]["kind"]);
+    EXPECT_EQ(c.config["data"]["kind"], "text");
+    const auto& lengths = c.config["eval"]["lengths"];
+    ASSERT_FALSE(lengths.empty());
+    EXPECT_EQ(lengths.front().get<int>(), c.config["model"]["block_size"].get<int>());
+    EXPECT_EQ(lengths.back().get<int>(), 8 * c.config["model"]["block_size"].get<int>());  // 1x to 8x
+  }
+  // The README's main-job sentence names these, in this order.
+  std::ifstream readme(root / "README.md");
+  std::string text((std::istreambuf_iterator<char>(readme)), std::istreambuf_iterator<char>());
+  const auto at = text.find("main job compares");
+  ASSERT_NE(at, std::string::npos) << "README lost its main-job sentence";
+  const std::string sentence = text.substr(at, text.find('\n', at) - at);
+  size_t last = 0;
+  for (const auto& k : kinds) {
+    const auto p = sentence.find("`" + k + "`");
+    EXPECT_NE(p, std::string::npos) << "README main-job sentence does not name " << k << ": " << sentence;
+    if (p != std::string::npos) EXPECT_GE(p, last), last = p;
+  }
+}
