@@ -73,7 +73,8 @@ void add_pe(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("pe", "Print a positional encoding: additive table (N x D), rope angles (N x D/2), "
-                                       "or alibi slopes and (H, N, N) bias");
+                                       "a bias (H, N, N), t5 buckets, fire's MLP input, xpos scales, randomized "
+                                       "positions (docs/encodings.md)");
   std::string kinds;
   for (const auto& k : kEncodingKinds) kinds += (kinds.empty() ? "" : "|") + k;
   cmd->add_option("--kind,-k", o->kind, kinds)->required();
