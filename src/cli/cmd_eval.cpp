@@ -1,13 +1,17 @@
 // poslab eval: a run's loss, accuracy and exact match per length, and its per-position curve.
 #include "cli/commands.h"
 #include "eval/evaluator.h"
+#include "train/run_dir.h"
 
 namespace poslab::cli {
 
 void add_eval(CLI::App& app) {
   struct Opts {
     std::string run, lengths;
-    int batches = 0, batch_size = 0, stride = 0;
+    int batches = 0, batch_size = 0, stride = 0, original_length = 0;
+    std::string rope_scaling, tag;
+    std::vector<std::string> sets;
+    double factor = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("eval", "Evaluate a run at several lengths; writes RUN/eval.json");
@@ -17,12 +21,34 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--batches", o->batches, "Batches per length (default: eval.batches)");
   cmd->add_option("--batch-size", o->batch_size, "Examples or windows per batch (default: eval.batch_size)");
   cmd->add_option("--stride", o->stride, "Text: sliding-window stride (default: half the length)");
+  cmd->add_option("--rope-scaling", o->rope_scaling,
+                  "Rotary runs: none|linear|ntk|dynamic_ntk|yarn frequency scaling at evaluation (default: the run's "
+                  "eval.rope_scaling)")
+      ->check(CLI::IsMember(kRopeScalingKinds));
+  cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (e.g. the evaluated length / the training length)");
+  cmd->add_option("--original-length", o->original_length,
+                  "--rope-scaling: the training length L in tokens (default: the run's)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--set,-s", o->sets, "Override an eval key for this evaluation: --set eval.rope_scaling.kind=yarn");
+  cmd->add_option("--tag", o->tag, "Write RUN/eval-TAG.json instead of RUN/eval.json (letters, digits, '_', '-', '.')");
   cmd->callback([o] {
+    if (!o->tag.empty() && o->tag.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+                               std::string::npos)
+      throw ConfigError("eval: --tag '" + o->tag + "' may hold only letters, digits, '_', '-' and '.'");
     if (o->batches < 0 || o->batch_size < 0 || o->stride < 0)
       throw ConfigError("eval: --batches, --batch-size and --stride must be positive");
     EvalOptions eo{{}, o->batches, o->batch_size, o->stride};
     if (!o->lengths.empty()) eo.lengths = parse_lengths(o->lengths, "--lengths");
-    std::cout << format_eval_table(evaluate_run(o->run, eo)) << "written: " << o->run << "/eval.json\n";
+    eo.overrides = o->sets;
+    eo.tag = o->tag;
+    if (!o->rope_scaling.empty()) {
+      if (o->rope_scaling != "none" && o->factor == 0) throw ConfigError("eval: --rope-scaling needs --factor S (S >= 1)");
+      if (o->factor != 0 && !(o->factor >= 1)) throw ConfigError("eval: --factor must be >= 1, got " + std::to_string(o->factor));
+      eo.rope_scaling = RopeScalingConfig{o->rope_scaling, o->factor == 0 ? 1.0 : o->factor, o->original_length};
+    } else if (o->factor != 0 || o->original_length != 0) {
+      throw ConfigError("eval: --factor and --original-length need --rope-scaling KIND");
+    }
+    std::cout << format_eval_table(evaluate_run(o->run, eo)) << "written: " << RunPaths{o->run}.eval(o->tag) << "\n";
   });
 }
 

@@ -68,8 +68,9 @@ void add_pe(CLI::App& app) {
   struct Opts {
     std::string kind, format = "csv";
     int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0, randomize = 0, seed = 0;
-    double base = 10000, scale = 0;
-    std::string params;
+    double base = 10000, scale = 0, factor = 1;
+    std::string params, rope_scaling = "none";
+    int64_t original_length = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("pe", "Print a positional encoding: additive table (N x D), rope angles (N x D/2), "
@@ -91,6 +92,13 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
   cmd->add_option("--bits", o->bits, "Bits for binary (default 16)");
+  cmd->add_option("--rope-scaling", o->rope_scaling, "Rotary kinds: none|linear|ntk|dynamic_ntk|yarn; prints inv_freq "
+                                                    "(and yarn's attention_factor)")
+      ->check(CLI::IsMember(kRopeScalingKinds));
+  cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (default 1)");
+  cmd->add_option("--original-length", o->original_length,
+                  "--rope-scaling: the training length L in tokens (default: --positions)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--format,-f", o->format, "csv|json")->check(CLI::IsMember({"csv", "json"}));
   cmd->callback([o] {
     // Build through the same config validation and factory that training uses. --dim is the model
@@ -116,6 +124,12 @@ void add_pe(CLI::App& app) {
     }
     torch::manual_seed(c.seed);
     auto pe = make_positional({c.model.pos_encoding, c.model.n_embd, c.model.n_head, c.model.block_size});
+    if (o->rope_scaling != "none") {
+      if (family != "rotary")
+        throw ConfigError("--rope-scaling applies to rotary kinds (rope, xpos), not --kind " + o->kind);
+      if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
+      pe->set_rope_scaling({o->rope_scaling, o->factor, o->original_length > 0 ? o->original_length : o->positions});
+    }
     auto tensors = pe->inspect(o->positions, o->dim, params);
     if (o->randomize > 0) {
       torch::manual_seed(o->seed);

@@ -313,6 +313,14 @@ Config config_from_json(const json& j) {
   e.batches = get<int>(full, "eval.batches");
   e.batch_size = get<int>(full, "eval.batch_size");
   e.stride = get<int>(full, "eval.stride");
+  e.rope_scaling.kind = get<std::string>(full, "eval.rope_scaling.kind");
+  e.rope_scaling.factor = get<double>(full, "eval.rope_scaling.factor");
+  e.rope_scaling.original_length = get<int>(full, "eval.rope_scaling.original_length");
+  one_of("eval.rope_scaling.kind", e.rope_scaling.kind, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}, "rope scaling");
+  require(e.rope_scaling.factor >= 1.0, "eval.rope_scaling.factor", ">= 1 (times the training length)",
+          e.rope_scaling.factor);
+  require(e.rope_scaling.original_length >= 0, "eval.rope_scaling.original_length",
+          ">= 0 tokens (0 = model.block_size)", e.rope_scaling.original_length);
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);
@@ -348,7 +356,9 @@ json config_to_json(const Config& c) {
         {"batch_shards", c.train.batch_shards}, {"fused_adamw", c.train.fused_adamw}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
-        {"stride", c.eval.stride}}},
+        {"stride", c.eval.stride},
+        {"rope_scaling", {{"kind", c.eval.rope_scaling.kind}, {"factor", c.eval.rope_scaling.factor},
+                          {"original_length", c.eval.rope_scaling.original_length}}}}},
   };
 }
 

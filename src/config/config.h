@@ -84,8 +84,16 @@ struct TrainConfig {
   bool fused_adamw = true;
 };
 
+// Evaluation-time RoPE scaling (model/positional/rope_scaling.h): rotary kinds only.
+struct RopeScalingConfig {
+  std::string kind = "none";     // none | linear | ntk | dynamic_ntk | yarn
+  double factor = 1.0;           // s >= 1
+  int original_length = 0;       // tokens; 0 = the run's training length (model.block_size)
+};
+
 struct EvalConfig {
   std::vector<int> lengths;  // run at the end of training; tasks: items, text: tokens
+  RopeScalingConfig rope_scaling;
   int batches = 4;
   int batch_size = 32;
   int stride = 0;  // text sliding-window protocol; 0 = half the eval length

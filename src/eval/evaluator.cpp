@@ -128,10 +128,29 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
 
 }  // namespace
 
+namespace {
+// Sets the model's RoPE scaling for one evaluation and restores "none" afterwards.
+struct ScopedRopeScaling {
+  GPT& model;
+  ScopedRopeScaling(GPT& m, const RopeScaling& s) : model(m) { model->pos->set_rope_scaling(s); }
+  ~ScopedRopeScaling() {
+    if (model->pos->family() == "rotary") model->pos->set_rope_scaling({});
+  }
+};
+}  // namespace
+
 json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptions& o, const Runtime& rt) {
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);  // whole batches, after training's shards
   model->eval();
+  const RopeScalingConfig rs = o.rope_scaling.value_or(c.eval.rope_scaling);
+  const RopeScaling scaling{rs.kind, rs.factor,
+                            rs.original_length > 0 ? rs.original_length : corpus.tokens_at(corpus.train_length())};
+  ScopedRopeScaling scoped(model, scaling);
+  const json scaling_json = scaling.active() ? json{{"kind", scaling.kind},
+                                                    {"factor", scaling.factor},
+                                                    {"original_length", scaling.original_length}}
+                                             : json("none");
   json results = json::array();
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
@@ -146,6 +165,7 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
     }
     r["length"] = length;
     r["tokens"] = tokens;
+    r["rope_scaling"] = scaling_json;
     spdlog::info("eval length {:>5} ({} tokens): {}", length, tokens,
                  r["status"] == "ok" ? "loss " + std::to_string(r["loss"].get<double>()) : r["status"].get<std::string>());
     results.push_back(r);
@@ -154,11 +174,20 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
           {"data", corpus.is_task() ? c.data.task : "text"},
           {"length_unit", corpus.is_task() ? "items" : "tokens"},
           {"train_length", corpus.train_length()},
+          {"rope_scaling", scaling_json},
           {"results", results}};
 }
 
 json evaluate_run(const std::string& dir, EvalOptions o) {
   auto run = load_run(dir);
+  for (const auto& item : o.overrides)
+    if (item.rfind("eval.", 0) != 0)
+      throw ConfigError("--set " + item + ": evaluation can only change eval.* keys (the model is trained already)");
+  if (!o.overrides.empty()) {
+    json j = config_to_json(run.config);
+    apply_overrides(j, o.overrides);
+    run.config.eval = config_from_json(j).eval;
+  }
   const Config& c = run.config;
   if (o.lengths.empty()) o.lengths = c.eval.lengths;
   if (o.lengths.empty()) {
@@ -174,7 +203,8 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
   json out = evaluate(run.model, *corpus, c, o, rt);
   out["run"] = dir;
   out["step"] = run.state.step;
-  write_file_atomic(RunPaths{dir}.eval(), out.dump(1) + "\n");
+  if (!o.tag.empty()) out["tag"] = o.tag;
+  write_file_atomic(RunPaths{dir}.eval(o.tag), out.dump(1) + "\n");
   return out;
 }
 

@@ -3,6 +3,7 @@
 // are reported as "n/a: ..." and the other lengths still run.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,13 @@ struct EvalOptions {
   int batches = 0;
   int batch_size = 0;
   int stride = 0;            // text sliding window; 0 = half the length
+  // RoPE scaling for this evaluation; unset: the run's eval.rope_scaling. original_length 0 = the
+  // training length in tokens.
+  std::optional<RopeScalingConfig> rope_scaling;
+  // `--set eval.KEY=VALUE` overrides of the run's eval section (an evaluation variant), applied first.
+  std::vector<std::string> overrides;
+  // Non-empty: write DIR/eval-TAG.json instead of DIR/eval.json.
+  std::string tag;
   int64_t memory_budget_bytes = int64_t{512} << 20;  // attention scores per sub-batch, split to fit
 };
 

@@ -34,8 +34,10 @@ json read_or_null(const std::string& path) {
 }  // namespace
 
 std::string experiment_item_key(const Experiment& e) {
-  for (const auto& k : e.group_keys)
-    if (k == "model.pos_encoding.kind") return k;
+  // The encoding when it varies; else the evaluation variant; else the first grid key.
+  const auto kinds = e.grid.find("model.pos_encoding.kind");
+  if (kinds != e.grid.end() && (kinds->size() > 1 || e.eval_grid.empty())) return "model.pos_encoding.kind";
+  if (!e.eval_grid.empty()) return "eval";
   return e.group_keys.empty() ? "" : e.group_keys[0];
 }
 
@@ -54,12 +56,30 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   std::map<std::string, json> group_settings;
   json first_eval;
   const std::string item_key = experiment_item_key(e);
+  std::vector<std::string> group_keys = e.group_keys;
+  if (!e.eval_grid.empty()) group_keys.push_back("eval");
+  bool one_group = true;
+  for (const auto& c : e.cells) one_group = one_group && c.group == e.cells[0].group;
+  // With an eval grid, each (cell, variant) is a unit of its own; otherwise each cell with its eval.json.
+  std::vector<std::pair<const Cell*, const EvalVariant*>> units;
   for (const auto& c : e.cells) {
+    if (e.eval_grid.empty()) units.push_back({&c, nullptr});
+    for (const auto& v : e.eval_grid) units.push_back({&c, &v});
+  }
+  for (const auto& [cp, variant] : units) {
+    Cell c = *cp;
+    if (variant) {
+      c.group = one_group ? variant->name : c.group + ", eval=" + variant->name;
+      c.settings["eval"] = variant->name;
+    }
     if (!group_settings.count(c.group)) group_settings[c.group] = c.settings;
     const std::string rel = "cells/" + c.name;
     RunPaths paths{out + "/" + rel};
-    json summary = read_or_null(paths.summary()), eval = read_or_null(paths.eval());
-    json cell = {{"name", c.name}, {"dir", rel}, {"group", c.group}, {"settings", c.settings}};
+    json summary = read_or_null(paths.summary()), eval = read_or_null(paths.eval(variant ? variant->name : ""));
+    json cell = {{"name", c.name + (variant ? "@" + variant->name : "")}, {"dir", rel}, {"group", c.group},
+                 {"settings", c.settings}};
+    if (variant && summary.is_object() && !eval.is_object() && summary.value("status", "") == "done")
+      summary["status"] = "not evaluated";
     cell["status"] = !c.error.empty() ? "failed" : summary.is_object() ? summary.value("status", "unknown") : "not run";
     cell["error"] = !c.error.empty() ? json(c.error) : summary.is_object() && summary.contains("error") ? summary["error"] : json(nullptr);
     for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss"})
@@ -97,7 +117,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       const json& settings = group_settings[g];
       row["item"] = settings.contains(item_key) ? value_text(settings[item_key]) : g;
       std::string scenario;
-      for (const auto& k : e.group_keys)
+      for (const auto& k : group_keys)
         if (k != item_key && settings.contains(k))
           scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + value_text(settings[k]);
       row["scenario"] = scenario;
@@ -115,8 +135,13 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       rows.push_back(row);
     }
   json results = {{"experiment", e.name}, {"config", e.path}, {"description", e.description},
-                  {"grid", e.grid},       {"group_keys", e.group_keys}, {"lengths", lengths},
+                  {"grid", e.grid},       {"group_keys", group_keys}, {"lengths", lengths},
                   {"cells", cells},       {"rows", rows}};
+  if (!e.eval_grid.empty()) {
+    json variants = json::object();
+    for (const auto& v : e.eval_grid) variants[v.name] = v.overrides;
+    results["eval_grid"] = variants;
+  }
   if (first_eval.is_object()) {
     bool exact = false;
     for (const auto& r : rows) exact |= r["exact_match_mean"].is_number();

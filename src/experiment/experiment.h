@@ -15,14 +15,23 @@ struct Cell {
   std::string error;        // set when the cell's config is invalid
 };
 
+// An evaluation-only setting (e.g. a RoPE scaling): every trained cell is evaluated once per
+// variant, into its run's eval-NAME.json, without retraining.
+struct EvalVariant {
+  std::string name;                    // e.g. "yarn"
+  std::vector<std::string> overrides;  // "eval.rope_scaling.kind=\"yarn\"", ...
+};
+
 struct Experiment {
   std::string name, path, description;
   nlohmann::json grid;                  // key -> list of values, in file order
   std::vector<std::string> group_keys;  // grid keys other than "seed"
   std::vector<Cell> cells;
+  std::vector<EvalVariant> eval_grid;   // empty: each cell's own eval.json
 };
 
-// Reads an experiment file: {"name", "description", "base", "set": {key: value}, "grid": {key: [values]}}.
+// Reads an experiment file: {"name", "description", "base", "set": {key: value}, "grid": {key: [values]},
+// "seeds": [..], "eval_grid": {variant name: {eval key: value}}}.
 // "base" is a config path relative to the experiment file. Throws ConfigError naming the key.
 Experiment load_experiment(const std::string& path);
 

@@ -24,8 +24,9 @@ Experiment load_experiment(const std::string& path) {
   if (!file.is_object()) throw ConfigError(where + ": expected a JSON object");
   for (auto it = file.begin(); it != file.end(); ++it)
     if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid" &&
-        it.key() != "seeds")
-      throw ConfigError(where + ": unknown key '" + it.key() + "' (allowed: name, description, base, set, grid, seeds)");
+        it.key() != "seeds" && it.key() != "eval_grid")
+      throw ConfigError(where + ": unknown key '" + it.key() +
+                        "' (allowed: name, description, base, set, grid, seeds, eval_grid)");
   if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
   if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
     throw ConfigError(where + ": grid must be an object of key -> list of values");
@@ -63,6 +64,31 @@ Experiment load_experiment(const std::string& path) {
     apply_overrides(probe, {it.key() + "=" + it.value()[0].dump()});
     keys.push_back(it.key());
     if (it.key() != "seed") e.group_keys.push_back(it.key());
+  }
+  if (file.contains("eval_grid")) {
+    if (!ordered["eval_grid"].is_object() || ordered["eval_grid"].empty())
+      throw ConfigError(where + ": eval_grid must be an object of variant name -> {eval key: value}");
+    for (auto it = ordered["eval_grid"].begin(); it != ordered["eval_grid"].end(); ++it) {
+      const std::string at = where + ": eval_grid." + it.key();
+      if (it.key().empty() || it.key().find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
+                                  std::string::npos)
+        throw ConfigError(at + ": a variant name may hold only letters, digits, '_', '-' and '.'");
+      if (!it.value().is_object()) throw ConfigError(at + " must be an object of eval key -> value");
+      EvalVariant v{it.key(), {}};
+      for (auto kv = it.value().begin(); kv != it.value().end(); ++kv) {
+        if (kv.key().rfind("eval.", 0) != 0)
+          throw ConfigError(at + "." + kv.key() + ": only eval.* keys can vary without retraining");
+        v.overrides.push_back(kv.key() + "=" + kv.value().dump());
+      }
+      json probe = base;  // the keys and values must be valid
+      apply_overrides(probe, v.overrides);
+      try {
+        config_from_json(probe);
+      } catch (const ConfigError& err) {
+        throw ConfigError(at + ": " + err.what());
+      }
+      e.eval_grid.push_back(v);
+    }
   }
   // Cartesian product, first key slowest, so cells of one encoding sit together.
   std::vector<size_t> index(keys.size(), 0);

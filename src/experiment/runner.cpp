@@ -41,17 +41,14 @@ static bool cell_finished(const std::string& dir) {
   }
 }
 
-static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::string& config_path) {
-  const std::string dir = cell_dir(o.out, c);
-  std::vector<std::string> args = {o.poslab_binary, "train"};
-  if (is_run_dir(dir)) args.insert(args.end(), {"--resume", dir});
-  else args.insert(args.end(), {"--config", config_path, "--out", dir});
+// Starts `poslab ARGS...` with stdout and stderr appended to `log`.
+static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args, const std::string& log) {
+  args.insert(args.begin(), o.poslab_binary);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  const std::string log = cell_log(o.out, c);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid = 0;
@@ -61,6 +58,12 @@ static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::strin
   return pid;
 }
 
+static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::string& config_path) {
+  const std::string dir = cell_dir(o.out, c);
+  if (is_run_dir(dir)) return spawn_poslab(o, {"train", "--resume", dir}, cell_log(o.out, c));
+  return spawn_poslab(o, {"train", "--config", config_path, "--out", dir}, cell_log(o.out, c));
+}
+
 // The error a failed cell printed: the last "poslab: ..." line of its log.
 static std::string last_error(const std::string& log) {
   std::ifstream in(log);
@@ -68,6 +71,29 @@ static std::string last_error(const std::string& log) {
   while (std::getline(in, line))
     if (line.rfind("poslab: ", 0) == 0) found = line.substr(8);
   return found.empty() ? "exited abnormally; see " + log : found;
+}
+
+// Each finished cell once per evaluation variant (no retraining), skipping variants done earlier.
+static void run_eval_grid(const Experiment& e, const CompareOptions& o, std::map<std::string, std::string>& failures) {
+  std::vector<std::pair<const Cell*, const EvalVariant*>> todo;
+  for (const auto& c : e.cells)
+    for (const auto& v : e.eval_grid)
+      if (cell_finished(cell_dir(o.out, c)) && !file_exists(RunPaths{cell_dir(o.out, c)}.eval(v.name))) todo.push_back({&c, &v});
+  int done = 0;
+  for (const auto& [c, v] : todo) {
+    if (stop_requested()) return;
+    std::vector<std::string> args = {"eval", "--run", cell_dir(o.out, *c), "--tag", v->name};
+    for (const auto& s : v->overrides) args.insert(args.end(), {"--set", s});
+    spdlog::info("[eval {}/{}] {} with {}", ++done, todo.size(), c->name, v->name);
+    int status = 0;
+    const pid_t pid = spawn_poslab(o, args, cell_log(o.out, *c));
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+      failures[c->name + "@" + v->name] = last_error(cell_log(o.out, *c));
+      spdlog::error("[eval {}/{}] {} with {} failed: {}", done, todo.size(), c->name, v->name,
+                    failures[c->name + "@" + v->name]);
+    }
+  }
 }
 
 json run_experiment(const Experiment& e, const CompareOptions& o) {
@@ -132,6 +158,7 @@ json run_experiment(const Experiment& e, const CompareOptions& o) {
     }
     running.erase(it);
   }
+  if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
   json results = aggregate_results(e, o.out);
   for (auto& cell : results["cells"])
     if (failures.count(cell["name"])) cell["status"] = "failed", cell["error"] = failures[cell["name"]];

@@ -21,7 +21,8 @@ struct RunPaths {
   std::string weights() const { return dir + "/model.pt"; }
   std::string metrics() const { return dir + "/metrics.jsonl"; }
   std::string summary() const { return dir + "/summary.json"; }
-  std::string eval() const { return dir + "/eval.json"; }
+  // eval.json, or eval-TAG.json for a tagged evaluation variant (e.g. a rope scaling).
+  std::string eval(const std::string& tag = "") const { return dir + (tag.empty() ? "/eval.json" : "/eval-" + tag + ".json"); }
 };
 
 // Training state restored on resume, besides the model and optimizer.

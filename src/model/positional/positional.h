@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "model/positional/rope_scaling.h"
 
 namespace poslab {
 
@@ -44,6 +45,10 @@ class PositionalEncodingImpl : public torch::nn::Module {
   // logits with the encoding's term added. Kinds that override it need explicit scores.
   virtual bool needs_scores() const { return false; }
   virtual torch::Tensor scores(const torch::Tensor& att, const torch::Tensor& q, double scale) { return att; }
+
+  // Evaluation-time RoPE scaling (PI, NTK, YaRN): rotary kinds change their frequencies; every
+  // other kind refuses an active scaling with ConfigError, since it has no frequencies to stretch.
+  virtual void set_rope_scaling(const RopeScaling& scaling);
 
   // Longest sequence the encoding represents; -1 when unbounded.
   virtual int64_t max_positions() const { return -1; }

@@ -4,6 +4,12 @@
 
 namespace poslab {
 
+void PositionalEncodingImpl::set_rope_scaling(const RopeScaling& scaling) {
+  if (scaling.active())
+    throw ConfigError("rope scaling '" + scaling.kind + "' applies to rotary encodings (rope, xpos), not to '" + kind() +
+                      "', which has no rotary frequencies to stretch");
+}
+
 void PositionalEncodingImpl::check_length(int64_t length) const {
   const int64_t limit = max_positions();
   if (limit >= 0 && length > limit)

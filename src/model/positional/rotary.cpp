@@ -44,11 +44,15 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::cos_sin(const torch:
   torch::Tensor cos_table, sin_table;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
-    if (!cos_.defined() || cos_.size(0) < needed || cos_.device() != device) {
-      int64_t rows = std::max<int64_t>(needed, cos_.defined() ? 2 * cos_.size(0) : needed);
-      auto angles = rope_angles(rows, rot_dims_, base_);
-      cos_ = angles.cos().to(torch::kFloat).to(device);
-      sin_ = angles.sin().to(torch::kFloat).to(device);
+    // Dynamic NTK's frequencies depend on the sequence length, so its table is exact-size.
+    const bool per_length = scaling_.kind == "dynamic_ntk";
+    if (!cos_.defined() || cos_.size(0) < needed || cos_.device() != device || (per_length && cos_.size(0) != needed)) {
+      int64_t rows = per_length ? needed : std::max<int64_t>(needed, cos_.defined() ? 2 * cos_.size(0) : needed);
+      const auto f = rope_frequencies(rot_dims_, base_, scaling_, needed);
+      auto angles = torch::outer(torch::arange(rows, torch::kDouble), f.inv_freq);  // (rows, rot_dims/2)
+      // YaRN's attention factor multiplies cos and sin (as HF does), so q.k grows by its square.
+      cos_ = (angles.cos() * f.attention_factor).to(torch::kFloat).to(device);
+      sin_ = (angles.sin() * f.attention_factor).to(torch::kFloat).to(device);
     }
     cos_table = cos_, sin_table = sin_;
   }
@@ -68,10 +72,25 @@ std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::rotate(const torch::
   return {rotate_part(q, cos, sin), rotate_part(k, cos, sin)};
 }
 
+void RotaryEncodingImpl::set_rope_scaling(const RopeScaling& scaling) {
+  try {
+    validate_rope_scaling(scaling, "rope scaling");
+  } catch (const std::invalid_argument& e) {
+    throw ConfigError(e.what());
+  }
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  scaling_ = scaling;
+  cos_ = sin_ = torch::Tensor();  // rebuilt with the new frequencies
+}
+
 std::map<std::string, torch::Tensor> RotaryEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
   reject_params(params, {});
   const int64_t rot = rot_dims_ == head_dim_ ? dim : rot_dims_;  // `pe --dim` sizes the head
-  return {{"angles", rope_angles(n, rot, base_).to(torch::kFloat)}};  // (n, rot/2)
+  if (!scaling_.active()) return {{"angles", rope_angles(n, rot, base_).to(torch::kFloat)}};  // (n, rot/2)
+  const auto f = rope_frequencies(rot, base_, scaling_, n);
+  return {{"angles", torch::outer(torch::arange(n, torch::kDouble), f.inv_freq).to(torch::kFloat)},  // (n, rot/2)
+          {"inv_freq", f.inv_freq},                                                                // (rot/2,)
+          {"attention_factor", torch::tensor(f.attention_factor, torch::kDouble)}};
 }
 
 std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,

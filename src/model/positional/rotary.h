@@ -15,6 +15,7 @@ class RotaryEncodingImpl : public PositionalEncodingImpl {
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& positions) override;
   std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
+  void set_rope_scaling(const RopeScaling& scaling) override;
 
  protected:
   // cos and sin (T, rot_dims/2) at these positions, from a table cached on `device`.
@@ -27,6 +28,7 @@ class RotaryEncodingImpl : public PositionalEncodingImpl {
  private:
   std::mutex cache_mutex_;   // batch shards run the forward pass on several threads at once
   torch::Tensor cos_, sin_;  // (rows, rot_dims/2) cache, grown on demand
+  RopeScaling scaling_;      // none unless an evaluation asks for it
 };
 
 // xPos: RoPE(q)_n * zeta^(n/gamma), RoPE(k)_m * zeta^(-m/gamma), on centred positions.
