@@ -367,3 +367,33 @@ TEST(Cope, ScoresAddInterpolatedPositionLogits) {
       EXPECT_NEAR(out[i][j].item<double>(), want, 1e-4) << i << "," << j;
     }
 }
+
+// ---- what `poslab pe` prints ----
+
+TEST(Inspect, KerpleBiasAtGivenParameters) {
+  auto kerple = make(kind_config("kerple_power"), 16, 3);
+  auto b = kerple->inspect(10, 8, {{"r1", 0.5}, {"r2", 1.5}}).at("bias");  // (H, 10, 10), same values every head
+  ASSERT_EQ(b.sizes(), (std::vector<int64_t>{3, 10, 10}));
+  for (int h = 0; h < 3; ++h)
+    for (int i = 0; i < 10; ++i)
+      for (int j = 0; j <= i; ++j) EXPECT_NEAR(b[h][i][j].item<double>(), -0.5 * std::pow(i - j, 1.5), 1e-5);
+}
+
+TEST(Inspect, XposScaleIsZetaToTheCentredPosition) {
+  auto e = kind_config("xpos");
+  e.scale_base = 4;
+  auto scale = make(e, 16, 2)->inspect(7, 8, {}).at("scale");  // (7, 4); 7 positions centre at -4..2
+  ASSERT_EQ(scale.sizes(), (std::vector<int64_t>{7, 4}));
+  for (int n = 0; n < 7; ++n)
+    for (int k = 0; k < 4; ++k)
+      EXPECT_NEAR(scale[n][k].item<double>(), std::pow((2.0 * k + 3.2) / 11.2, (n - 4) / 4.0), 1e-5) << n << "," << k;
+}
+
+TEST(Inspect, SandwichHeadsAndHeadSizeAreIndependent) {
+  auto sandwich = make(kind_config("sandwich"), 16, 5);  // 5 heads; `pe --dim 6` asks for head size 6
+  auto b = sandwich->inspect(9, 6, {}).at("bias");
+  ASSERT_EQ(b.sizes(), (std::vector<int64_t>{5, 9, 9}));
+  double sum = 0;
+  for (int k = 1; k <= 3; ++k) sum += std::cos(8 * std::pow(10000.0, -2.0 * k / 6));
+  EXPECT_NEAR(b[4][8][0].item<double>(), (sum - 3) / (5 * 8.0 / 5), 1e-6);
+}

@@ -127,8 +127,8 @@ TEST(Learned, RefusesPositionsPastTable) {
 }
 
 TEST(OtherKinds, AcceptAnyLength) {
-  for (const char* kind : {"none", "index", "sinusoidal", "rope", "alibi", "binary"})
-    EXPECT_NO_THROW(make(kind)->check_length(100000)) << kind;
+  for (const auto& kind : kEncodingKinds)
+    if (kind != "learned") EXPECT_NO_THROW(make(kind)->check_length(100000)) << kind;
 }
 
 TEST(Index, AddsScaledPositionToEveryComponent) {
@@ -174,5 +174,8 @@ TEST(Families, EachKindUsesOnlyItsHook) {
     EXPECT_EQ(embeds, pe->family() == "additive") << kind;
     EXPECT_EQ(rotates, pe->family() == "rotary") << kind;
     EXPECT_EQ(biases, pe->family() == "bias") << kind;
+    const auto att = torch::randn({1, 2, 6, 6});
+    EXPECT_EQ(pe->needs_scores(), pe->family() == "context") << kind;
+    if (!pe->needs_scores()) EXPECT_TRUE(torch::equal(pe->scores(att, q, 0.5), att)) << kind;
   }
 }

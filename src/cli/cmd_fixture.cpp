@@ -16,6 +16,7 @@ void add_fixture(CLI::App& app) {
     std::string config, out;
     std::vector<std::string> sets;
     int batch = 2;
+    double pos_noise = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("fixture", "Write weights, a batch and poslab's logits/loss/gradients (fp32) for "
@@ -24,6 +25,9 @@ void add_fixture(CLI::App& app) {
   cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
   cmd->add_option("--out,-o", o->out, "Output directory")->required();
   cmd->add_option("--batch", o->batch, "Sequences in the batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--pos-noise", o->pos_noise,
+                  "Add N(0, s) to the encoding's parameters first (CoPE's zero-initialised table would hide it)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
     auto corpus = make_corpus(c);
@@ -31,10 +35,16 @@ void add_fixture(CLI::App& app) {
     torch::manual_seed(c.seed);
     GPT model(c.model);
     model->train();  // dropout must be 0 for a deterministic comparison
+    if (o->pos_noise > 0) {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->pos->parameters()) p.add_(torch::randn_like(p) * o->pos_noise);
+    }
     if (c.model.dropout > 0) throw ConfigError("fixture: model.dropout must be 0 for a reproducible comparison");
     Rng rng(static_cast<uint64_t>(c.seed));
     auto batch = corpus->batch(Split::Train, o->batch, rng);
-    auto logits = model->forward(batch.x);
+    // Drawn here and written out, so the twin uses the same (randomized) positions.
+    auto positions = model->pos->positions(batch.x.size(1), /*training=*/true, batch.x.device());
+    auto logits = model->forward(batch.x, positions);
     auto loss = GPTImpl::loss(logits, batch.y);
     loss.backward();
     std::filesystem::create_directories(o->out);
@@ -44,6 +54,7 @@ void add_fixture(CLI::App& app) {
     c10::Dict<std::string, at::Tensor> fixture;
     fixture.insert("x", batch.x);
     fixture.insert("y", batch.y);
+    fixture.insert("positions", positions);
     fixture.insert("logits", logits.detach().contiguous());
     fixture.insert("loss", loss.detach());
     for (const auto& p : model->named_parameters()) fixture.insert("grad." + p.key(), p.value().grad().contiguous());

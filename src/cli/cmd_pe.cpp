@@ -157,7 +157,8 @@ void draw(const std::string& script, const nlohmann::json& data, const std::stri
 void add_pe(CLI::App& app) {
   auto o = std::make_shared<PeOpts>();
   auto* cmd = app.add_subcommand("pe", "Print a positional encoding: additive table (N x D), rope angles (N x D/2), "
-                                       "or alibi slopes and (H, N, N) bias; or draw it (--plot)");
+                                       "a bias (H, N, N), t5 buckets, fire's MLP input, xpos scales, randomized "
+                                       "positions (docs/encodings.md); or draw it (--plot)");
   std::string kinds;
   for (const auto& k : kEncodingKinds) kinds += (kinds.empty() ? "" : "|") + k;
   cmd->add_option("--kind,-k", o->kind, kinds)->required();

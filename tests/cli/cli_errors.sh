@@ -7,7 +7,7 @@ printf '{\n  "model": {"n_layer": }\n}\n' > malformed.json
 printf '{"model": {"n_layers": 2}}\n' > unknown.json
 printf '{"model": {"n_layer": "two"}}\n' > wrongtype.json
 printf '{"train": {"learning_rate": -1}}\n' > range.json
-printf '{"model": {"pos_encoding": {"kind": "xpos9"}}}\n' > kind.json
+printf '{"model": {"pos_encoding": {"kind": "zigzag"}}}\n' > kind.json
 printf '{"data": {"task": "juggle"}}\n' > task.json
 printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/missing.txt" > missing.json
 : > empty.txt; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/empty.txt" > empty.json
@@ -19,7 +19,7 @@ expect_fail 2 "malformed.json: malformed JSON at line 2, column" -- "$POSLAB" tr
 expect_fail 2 "unknown key 'model.n_layers'" -- "$POSLAB" train -c unknown.json --out r1
 expect_fail 2 "model.n_layer must be an integer" -- "$POSLAB" train -c wrongtype.json --out r1
 expect_fail 2 "train.learning_rate must be positive" -- "$POSLAB" train -c range.json --out r1
-expect_fail 2 "unknown encoding 'xpos9'" -- "$POSLAB" train -c kind.json --out r1
+expect_fail 2 "unknown encoding 'zigzag'" -- "$POSLAB" train -c kind.json --out r1
 expect_fail 2 "unknown task 'juggle'" -- "$POSLAB" train -c task.json --out r1
 expect_fail 2 "missing.txt: no such file" -- "$POSLAB" train -c missing.json --out r1
 expect_fail 2 "the file is empty" -- "$POSLAB" train -c empty.json --out r1
@@ -30,6 +30,17 @@ expect_fail 2 "config nope.json: no such file" -- "$POSLAB" train -c nope.json -
 expect_fail 2 "--set model.pos.kind: unknown key 'model.pos'" -- "$POSLAB" train -c ok.json --set model.pos.kind=rope --out r1
 expect_fail 2 "model.n_embd must be divisible by model.n_head" -- "$POSLAB" train -c ok.json --set model.n_embd=15 --out r1
 expect_fail 2 "--resume r1: no run here" -- "$POSLAB" train --resume r1
+# Encoding options (issue 12): wrong type, out of range, each naming its key.
+PE=model.pos_encoding
+printf '{"model": {"pos_encoding": {"kind": "t5", "num_buckets": "many"}}}\n' > buckets_type.json
+expect_fail 2 "$PE.num_buckets must be an integer" -- "$POSLAB" train -c buckets_type.json --out r1
+expect_fail 2 "$PE.num_buckets must be at least 2" -- "$POSLAB" train -c ok.json --set $PE.kind=t5 --set $PE.num_buckets=1 --out r1
+expect_fail 2 "$PE.rotary_fraction must be in (0, 1]" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rotary_fraction=0 --out r1
+expect_fail 2 "$PE.rotary_fraction must be in (0, 1]" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rotary_fraction=1.5 --out r1
+expect_fail 2 "$PE.npos must be positive" -- "$POSLAB" train -c ok.json --set $PE.kind=cope --set $PE.npos=0 --out r1
+expect_fail 2 "$PE.init_L must be positive" -- "$POSLAB" train -c ok.json --set $PE.kind=fire --set $PE.init_L=0 --out r1
+expect_fail 2 "$PE.randomize.max_position must be 0 (off) or >= model.block_size (40)" -- "$POSLAB" train -c ok.json --set $PE.randomize.max_position=20 --out r1
+expect_fail 2 "$PE.randomize.eval must be a boolean" -- "$POSLAB" train -c ok.json --set $PE.randomize.eval=yes --out r1
 check "no run directory left behind by bad input" test ! -e r1
 
 "$POSLAB" train -c ok.json --out run >/dev/null 2>&1
@@ -50,6 +61,15 @@ expect_fail 2 "has shape" -- "$POSLAB" eval --run wider --lengths 8
 expect_fail 2 "not in the run's vocabulary" -- "$POSLAB" sample --run run --prompt "ZZZ" --tokens 3
 expect_fail 2 "--format" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --format xml
 expect_fail 2 "unknown encoding 'nope'" -- "$POSLAB" pe --kind nope --positions 4 --dim 8
+expect_fail 2 "--dim must be even for rope" -- "$POSLAB" pe --kind rope --positions 4 --dim 7
+expect_fail 2 "--dim must be even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+expect_fail 2 "--param 'r1': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1
+expect_fail 2 "--param 'r1=x': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1=x
+expect_fail 2 "--param c: not a parameter of kerple_power (known: r1, r2)" -- "$POSLAB" pe --kind kerple_power --positions 4 --dim 8 --param c=1
+expect_fail 2 "--param r1: not a parameter of rope (it takes none)" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --param r1=1
+expect_fail 2 "--randomize must be 0 (off) or >= --positions (8)" -- "$POSLAB" pe --kind rope --positions 8 --dim 8 --randomize 4
+check "pe: alibi's --heads and --dim are independent" bash -c "'$POSLAB' pe --kind alibi --heads 6 --dim 8 --positions 4 --format json >/dev/null"
+check "pe: t5 buckets are integers" bash -c "'$POSLAB' pe --kind t5 --positions 20 --dim 8 --format json | grep -q '\"buckets\":\[\[0,0'"
 expect_fail 2 "" -- "$POSLAB" frobnicate
 
 # Evaluation-time RoPE scaling: wrong kind, range, flags without their partner, a non-eval key, a bad tag.
