@@ -8,10 +8,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "data/corpus.h"
 #include "model/gpt.h"
 #include "train/fused_adamw.h"
+#include "train/init_from.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "util/files.h"
@@ -287,16 +289,23 @@ static TrainResult run_session(Session& s, const std::string& dir, int64_t stop_
   return run_loop(s.config, *s.corpus, dir, s.model, *s.optimizer, s.state, s.runtime, stop_at);
 }
 
-TrainResult train_new(Config c, const std::string& dir, int64_t stop_at) {
+TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const std::string& init_from) {
   if (is_run_dir(dir))
     throw ConfigError("--out " + dir + ": already holds a run; continue it with `poslab train --resume " + dir +
                       "` or pick another --out");
+  std::optional<InitSource> source;
+  if (!init_from.empty()) source = read_init_source(init_from, c);
   Session s = make_session(c, make_corpus(c));
+  if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
   // Everything is valid: only now does the run directory appear.
   fs::create_directories(dir);
   RunPaths paths{dir};
   write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
   write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
+  if (source) {
+    write_file_atomic(paths.init_from(), json{{"run", init_from}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
+    spdlog::info("initialised from {} (block_size {})", init_from, source->config.model.block_size);
+  }
   return run_session(s, dir, stop_at);
 }
 
