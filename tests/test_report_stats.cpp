@@ -167,3 +167,23 @@ TEST(MainJob, ConfigLoadsAndComparesTheNamedEncodings) {
     if (p != std::string::npos) EXPECT_GE(p, last), last = p;
   }
 }
+
+TEST(ReportStats, RankingFallsBackToLossWhenExactMatchCannotTell) {
+  // Exact match 0 for everyone past training: ranking by it would tie everyone; loss separates a < b.
+  auto both = [](const std::string& item, int L, double em, double loss) {
+    json r = row(item, L, {em}, "exact_match");
+    json l = summarize_values({loss});
+    r["loss_mean"] = l["mean"], r["loss_ci95"] = l["ci95"];
+    return r;
+  };
+  json results = {{"train_length", 8},
+                  {"rows", {both("a", 8, 0.9, 0.1), both("b", 8, 1.0, 0.0), both("a", 16, 0.0, 1.5), both("b", 16, 0.0, 7.0)}}};
+  json rk = ranking_with_fallback(results, "exact_match", "k");
+  EXPECT_EQ(rk["metric"], "loss");
+  ASSERT_TRUE(rk.contains("fallback"));
+  EXPECT_EQ(rk["items"][0]["name"], "a");
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);
+  // When exact match does separate them past training, it is kept.
+  results["rows"][2]["exact_match_mean"] = 0.3;
+  EXPECT_EQ(ranking_with_fallback(results, "exact_match", "k")["metric"], "exact_match");
+}

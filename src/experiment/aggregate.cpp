@@ -156,7 +156,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     for (const auto& r : results["rows"]) seeds = std::max(seeds, r["n"].get<int>());
     results["seeds"] = seeds;
     mark_best(results["rows"], metric, item_key);
-    results["ranking"] = mrr_ranking(results, metric, item_key);
+    results["ranking"] = ranking_with_fallback(results, metric, item_key);
     results["what_this_shows"] = what_this_shows(results, metric, results["ranking"]);
   }
   return results;
