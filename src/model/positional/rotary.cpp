@@ -102,11 +102,10 @@ std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate(const torch::Te
 }
 
 std::map<std::string, torch::Tensor> XposEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
-  reject_params(params, {});
-  auto positions = torch::arange(n, torch::kLong);
-  return {{"zeta", xpos_zeta(dim).to(torch::kFloat)},
-          {"scale", xpos_scale(xpos_centred(positions), dim, scale_base_).to(torch::kFloat)},  // (n, dim/2)
-          {"angles", rope_angles(n, dim, base_).to(torch::kFloat)}};
+  auto out = RotaryEncodingImpl::inspect(n, dim, params);  // angles (and any rope scaling's frequencies)
+  out["zeta"] = xpos_zeta(dim).to(torch::kFloat);                                                       // (dim/2,)
+  out["scale"] = xpos_scale(xpos_centred(torch::arange(n, torch::kLong)), dim, scale_base_).to(torch::kFloat);  // (n, dim/2)
+  return out;
 }
 
 }  // namespace poslab
