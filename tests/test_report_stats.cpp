@@ -114,8 +114,8 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   json rk = mrr_ranking(results, "loss", "k");
   const std::string text = what_this_shows(results, "loss", rk);
   EXPECT_NE(text.find("At 8x the training length (512 vs 64 tokens)"), std::string::npos) << text;
-  EXPECT_NE(text.find("alibi (+0.03) stays within 0.10 nats"), std::string::npos) << text;
-  EXPECT_NE(text.find("sinusoidal (+1.81) rises by more"), std::string::npos) << text;
+  EXPECT_NE(text.find("alibi (+0.03 to 1.78) stays within 0.10 nats"), std::string::npos) << text;
+  EXPECT_NE(text.find("sinusoidal (+1.81 to 3.61) rises by more"), std::string::npos) << text;
   EXPECT_NE(text.find("Not applicable: learned past 64 tokens"), std::string::npos) << text;
   EXPECT_NE(text.find("Best loss at 512 tokens: alibi (1.780)"), std::string::npos) << text;
   EXPECT_NE(text.find("One seed"), std::string::npos) << text;
@@ -123,8 +123,8 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   results["rows"][4]["loss_mean"] = 1.85;
   results["rows"][3]["loss_mean"] = 2.75;
   const std::string flipped = what_this_shows(results, "loss", rk);
-  EXPECT_NE(flipped.find("sinusoidal (+0.05) stays within"), std::string::npos) << flipped;
-  EXPECT_NE(flipped.find("alibi (+1.00) rises by more"), std::string::npos) << flipped;
+  EXPECT_NE(flipped.find("sinusoidal (+0.05 to 1.85) stays within"), std::string::npos) << flipped;
+  EXPECT_NE(flipped.find("alibi (+1.00 to 2.75) rises by more"), std::string::npos) << flipped;
 }
 
 TEST(ReportStats, AllZeroExactMatchSaysSo) {

@@ -118,7 +118,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       row["item"] = settings.contains(item_key) ? value_text(settings[item_key]) : g;
       std::string scenario;
       for (const auto& k : group_keys)
-        if (k != item_key && settings.contains(k))
+        if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1))  // one value: no scenario
           scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + value_text(settings[k]);
       row["scenario"] = scenario;
       for (const char* k : {"loss", "ppl", "token_acc", "exact_match"}) {

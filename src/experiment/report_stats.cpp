@@ -202,7 +202,8 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
         missing.push_back(l);
       } else {
         const double d = v1 - v0;
-        const std::string item = l + " (" + signed_fmt(d, digits) + ")";
+        // The level too: flat at a bad loss (a scaling that breaks even the training length) is no win.
+        const std::string item = l + " (" + signed_fmt(d, digits) + " to " + fmt(v1, digits) + ")";
         if (std::abs(d) <= margin || (loss ? d < 0 : d > 0)) flat.push_back(item);
         else moved_by.push_back({-std::abs(d), item});
       }
