@@ -51,6 +51,7 @@ void add_compare(CLI::App& app) {
     Experiment e = load_experiment(o->config);
     co.out = o->out.empty() ? "runs/" + e.name : o->out;
     co.shard = shard_from(o->shard);
+    check_output_dir(co.out, "--out");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
     run_experiment(e, co);
   });
