@@ -6,13 +6,13 @@
 #include <iostream>
 
 #include "model/generate.h"
+#include "test_models.h"
 
 using namespace poslab;
 
 static GPT random_model(const std::string& kind, int block_size = 16, double rotary_fraction = 1.0) {
-  ModelConfig m;
-  m.n_layer = 2, m.n_head = 2, m.n_embd = 16, m.block_size = block_size, m.vocab_size = 11, m.bias = true;
-  m.pos_encoding.kind = kind;
+  ModelConfig m = poslab::testing::tiny(kind);
+  m.block_size = block_size, m.bias = true;
   m.pos_encoding.rotary_fraction = rotary_fraction;
   m.pos_encoding.scale_base = 4.0;  // xpos: a strong decay, so a wrong key scale shows in the logits
   torch::manual_seed(3);

@@ -1,6 +1,7 @@
 // Training loop. State that decides the losses (weights, optimizer moments, step, data RNG and
 // torch RNG) lives in the checkpoint, so a resumed run logs the same losses as an unbroken one.
 #include "train/trainer.h"
+#include "train/memory_estimate.h"
 
 #include <spdlog/spdlog.h>
 
@@ -274,6 +275,7 @@ struct Session {
 static Session make_session(Config c, std::unique_ptr<Corpus> corpus) {
   Session s;
   c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+  check_training_fits(c);  // before any allocation: refuse with the numbers rather than die in the allocator
   s.runtime = make_runtime(c);
   torch::manual_seed(c.seed);
   s.model = GPT(c.model);
@@ -290,6 +292,7 @@ static TrainResult run_session(Session& s, const std::string& dir, int64_t stop_
 }
 
 TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const std::string& init_from) {
+  check_output_dir(dir, "--out");
   if (is_run_dir(dir))
     throw ConfigError("--out " + dir + ": already holds a run; continue it with `poslab train --resume " + dir +
                       "` or pick another --out");

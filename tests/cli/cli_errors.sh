@@ -88,6 +88,14 @@ printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_
 expect_fail 2 "eval_grid.x.model.n_layer: only eval.* keys can vary without retraining" -- "$POSLAB" compare -c evalgrid.json --out r3
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "seeds": [1]}\n' > seeds.json
 expect_fail 2 "give seeds either" -- "$POSLAB" compare -c seeds.json --out r3
+# Paths and resources: refused before any work, one line, exit 2, nothing created.
+printf 'x' > afile
+expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" train -c ok.json --out afile
+expect_fail 2 "afile is a file, not a directory" -- "$POSLAB" train -c ok.json --out afile/sub
+printf '{"base": "ok.json", "grid": {"seed": [1]}}\n' > good_exp.json
+expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" compare -c good_exp.json --out afile
+expect_fail 2 "model too large for this machine: training needs ~" -- "$POSLAB" train -c ok.json --set model.n_embd=65536 --set model.n_layer=8 --out big
+check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile/sub -a "$(cat afile)" = x
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
 
 # --init-from (issue 13): a new run from another run's weights; mismatches refused, nothing left behind.
