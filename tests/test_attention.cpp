@@ -6,20 +6,12 @@
 #include <map>
 #include <memory>
 
+#include "test_models.h"
 #include "eval/attention_stats.h"
 
 using namespace poslab;
 
-static ModelConfig tiny(const std::string& kind) {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.n_embd = 16;
-  m.block_size = 32;
-  m.vocab_size = 11;
-  m.pos_encoding.kind = kind;
-  return m;
-}
+using poslab::testing::tiny;
 
 class RecordedKind : public ::testing::TestWithParam<std::string> {};
 

@@ -5,20 +5,12 @@
 #include <map>
 #include <set>
 
+#include "test_models.h"
 #include "model/gpt.h"
 
 using namespace poslab;
 
-static ModelConfig tiny(const std::string& kind) {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.n_embd = 16;
-  m.block_size = 32;
-  m.vocab_size = 11;
-  m.pos_encoding.kind = kind;
-  return m;
-}
+using poslab::testing::tiny;
 
 class EveryKind : public ::testing::TestWithParam<std::string> {};
 
@@ -140,4 +132,23 @@ TEST(IndexEncoding, PreLayerNormCancelsItInExactArithmetic) {
   auto err = (index_big->forward(idx) - none->forward(idx)).abs().amax({0, 2});  // (T,)
   EXPECT_GT(err.slice(0, 24).max().item<double>(), 1e-3);
   EXPECT_GT(err.slice(0, 24).mean().item<double>(), err.slice(0, 1, 4).mean().item<double>());
+}
+
+// The pre-allocation memory check counts parameters the way the model does (a little generously).
+#include "train/memory_estimate.h"
+
+TEST(MemoryEstimate, ParametersMatchTheModelWithinFivePercent) {
+  for (const char* kind : {"none", "learned", "rope", "alibi"}) {
+    Config c;
+    c.model = tiny(kind);
+    c.model.n_embd = 64, c.model.n_head = 4, c.model.n_layer = 3, c.model.vocab_size = 50;
+    GPT model(c.model);
+    const double actual = static_cast<double>(model->num_params());
+    const double estimated = static_cast<double>(estimate_training_memory(c).params);
+    EXPECT_GE(estimated, actual) << kind;
+    EXPECT_LE(estimated, 1.05 * actual) << kind;
+  }
+  Config huge;
+  huge.model.n_embd = 65536, huge.model.n_layer = 8, huge.model.vocab_size = 100;
+  EXPECT_THROW(check_training_fits(huge), ConfigError);  // ~7 TB: no machine this runs on has it
 }

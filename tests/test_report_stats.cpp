@@ -114,8 +114,8 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   json rk = mrr_ranking(results, "loss", "k");
   const std::string text = what_this_shows(results, "loss", rk);
   EXPECT_NE(text.find("At 8x the training length (512 vs 64 tokens)"), std::string::npos) << text;
-  EXPECT_NE(text.find("alibi (+0.03) stays within 0.10 nats"), std::string::npos) << text;
-  EXPECT_NE(text.find("sinusoidal (+1.81) rises by more"), std::string::npos) << text;
+  EXPECT_NE(text.find("alibi (+0.03 to 1.78) stays within 0.10 nats"), std::string::npos) << text;
+  EXPECT_NE(text.find("sinusoidal (+1.81 to 3.61) rises by more"), std::string::npos) << text;
   EXPECT_NE(text.find("Not applicable: learned past 64 tokens"), std::string::npos) << text;
   EXPECT_NE(text.find("Best loss at 512 tokens: alibi (1.780)"), std::string::npos) << text;
   EXPECT_NE(text.find("One seed"), std::string::npos) << text;
@@ -123,8 +123,8 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   results["rows"][4]["loss_mean"] = 1.85;
   results["rows"][3]["loss_mean"] = 2.75;
   const std::string flipped = what_this_shows(results, "loss", rk);
-  EXPECT_NE(flipped.find("sinusoidal (+0.05) stays within"), std::string::npos) << flipped;
-  EXPECT_NE(flipped.find("alibi (+1.00) rises by more"), std::string::npos) << flipped;
+  EXPECT_NE(flipped.find("sinusoidal (+0.05 to 1.85) stays within"), std::string::npos) << flipped;
+  EXPECT_NE(flipped.find("alibi (+1.00 to 2.75) rises by more"), std::string::npos) << flipped;
 }
 
 TEST(ReportStats, AllZeroExactMatchSaysSo) {
@@ -166,4 +166,24 @@ TEST(MainJob, ConfigLoadsAndComparesTheNamedEncodings) {
     EXPECT_NE(p, std::string::npos) << "README main-job sentence does not name " << k << ": " << sentence;
     if (p != std::string::npos) EXPECT_GE(p, last), last = p;
   }
+}
+
+TEST(ReportStats, RankingFallsBackToLossWhenExactMatchCannotTell) {
+  // Exact match 0 for everyone past training: ranking by it would tie everyone; loss separates a < b.
+  auto both = [](const std::string& item, int L, double em, double loss) {
+    json r = row(item, L, {em}, "exact_match");
+    json l = summarize_values({loss});
+    r["loss_mean"] = l["mean"], r["loss_ci95"] = l["ci95"];
+    return r;
+  };
+  json results = {{"train_length", 8},
+                  {"rows", {both("a", 8, 0.9, 0.1), both("b", 8, 1.0, 0.0), both("a", 16, 0.0, 1.5), both("b", 16, 0.0, 7.0)}}};
+  json rk = ranking_with_fallback(results, "exact_match", "k");
+  EXPECT_EQ(rk["metric"], "loss");
+  ASSERT_TRUE(rk.contains("fallback"));
+  EXPECT_EQ(rk["items"][0]["name"], "a");
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);
+  // When exact match does separate them past training, it is kept.
+  results["rows"][2]["exact_match_mean"] = 0.3;
+  EXPECT_EQ(ranking_with_fallback(results, "exact_match", "k")["metric"], "exact_match");
 }

@@ -304,3 +304,61 @@ TEST(Checkpoint, FuzzRegressionDamagedArchiveIsRefusedBeforeLibTorch) {
     EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
   }
 }
+
+// --init-from (issue 13): a new run from another's weights, at a longer block_size with a rope scaling
+// that stays on for the run; mismatches refused before any directory appears.
+TEST(InitFrom, FineTunesAtALongerContextWithTheScalingOn) {
+  TempDir dir;
+  auto base = tiny_copy("rope");
+  base.train.max_iters = 20;
+  ASSERT_EQ(train_new(base, dir.sub("base")).status, "done");
+  auto longer = base;
+  longer.model.block_size = 64;
+  longer.data.max_len = 12;
+  longer.model.pos_encoding.rope_scaling.kind = "linear";
+  longer.model.pos_encoding.rope_scaling.factor = 4;
+  longer.train.max_iters = 1;  // one step at a negligible rate: the weights stay the source's
+  longer.train.learning_rate = 1e-9, longer.train.min_lr = 1e-10;
+  ASSERT_EQ(train_new(longer, dir.sub("ft"), 0, dir.sub("base")).status, "done");
+  auto ft = load_run(dir.sub("ft"));
+  auto src = load_run(dir.sub("base"));
+  EXPECT_EQ(ft.state.step, 1) << "a new run counts its own steps from 0";
+  EXPECT_EQ(ft.config.model.pos_encoding.rope_scaling.original_length, 16) << "filled with the source's block_size";
+  EXPECT_EQ(ft.model->pos->rope_scaling().kind, "linear") << "the trained-with scaling is on after loading";
+  auto a = ft.model->named_parameters(), b = src.model->named_parameters();
+  for (const auto& p : a) EXPECT_TRUE(torch::allclose(p.value(), b[p.key()], 0, 1e-6)) << p.key();
+  EXPECT_TRUE(std::filesystem::exists(RunPaths{dir.sub("ft")}.init_from()));
+}
+
+TEST(InitFrom, RefusesMismatchesAndLeavesNothingBehind) {
+  TempDir dir;
+  auto base = tiny_copy("learned");
+  base.train.max_iters = 2;
+  ASSERT_EQ(train_new(base, dir.sub("base")).status, "done");
+  auto expect_refused = [&](Config c, const std::string& from, const std::string& fragment) {
+    try {
+      train_new(c, dir.sub("new"), 0, from);
+      ADD_FAILURE() << "accepted; wanted '" << fragment << "'";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir.sub("new")));
+  };
+  auto wider = base;
+  wider.model.n_embd = 64;
+  expect_refused(wider, dir.sub("base"), "model.n_embd is 32 there but 64 here");
+  auto rope = base;
+  rope.model.pos_encoding.kind = "rope";
+  expect_refused(rope, dir.sub("base"), "model.pos_encoding.kind is learned there but rope here");
+  auto longer = base;
+  longer.model.block_size = 32;
+  expect_refused(longer, dir.sub("base"), "a learned position table cannot grow from 16 to 32 rows");
+  expect_refused(base, dir.sub("nowhere"), "no run here");
+  auto other_vocab = base;  // a text corpus: its characters, not the tasks' alphabet
+  other_vocab.data.kind = "text";
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "the quick brown fox jumps over the lazy dog\n";
+  other_vocab.data.path = dir.file("text.txt", text);
+  expect_refused(other_vocab, dir.sub("base"), "vocabulary");
+  EXPECT_NO_THROW(train_new(base, dir.sub("same"), 0, dir.sub("base")));  // same shapes: fine
+}

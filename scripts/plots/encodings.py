@@ -18,8 +18,9 @@ from plots import style
 
 
 # Keys the sections below draw (or that describe the encoding); any other array gets a generic panel.
-KNOWN = {"kind", "family", "positions", "dim", "scale", "options", "trainable", "table", "similarity", "by_base",
-         "angles", "qk", "bias", "slopes"}
+# (`scale` and `positions` are numbers here, or arrays that get a panel: xpos's scales, randomized positions.)
+KNOWN = {"kind", "family", "dim", "options", "trainable", "table", "similarity", "by_base", "angles", "qk", "bias",
+         "slopes"}
 
 
 def n_positions(data):
@@ -191,7 +192,7 @@ def plot_rotary(fig, data):
         ax.axhline(0, color="0.5", linewidth=0.8)
         ax.set_xlabel("relative distance d = m − n (positions)")
         ax.set_ylabel("q·k (all-ones q, k)")
-        ax.set_title("long-term decay: Σ_i 2cos(d·θ_i)", fontsize=10)
+        ax.set_title("long-term decay of q·k with distance\n(plain rotation: Σ_i 2cos(d·θ_i))", fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(True, alpha=0.3)
 
@@ -281,13 +282,18 @@ def plot_other(fig, data):
             ax.set_ylabel(key)
             ax.grid(True, alpha=0.3)
             ax.set_title("%s (%s)" % (key, shape), fontsize=10)
+        elif np.nanmin(a) == np.nanmax(a):  # e.g. parameters initialised to zero: say so, not a flat colour
+            ax.axis("off")
+            ax.text(0.0, 0.6, "%s (%s):\nevery value is %s" % (key, shape, style.fmt_g(float(np.nanmin(a)))),
+                    fontsize=11, va="center", transform=ax.transAxes)
         else:
             m = a if a.ndim == 2 else a[0]  # a 3-D array: its first slice (e.g. head 0)
             signed = bool((m[np.isfinite(m)] < 0).any())
             style.heatmap(ax, m, "%s (%s%s)" % (key, shape, ", first slice" if a.ndim == 3 else ""), "column",
                           "row", key, cmap=style.DIVERGING if signed else style.SEQUENTIAL, symmetric=signed)
     fig.suptitle("other numbers this encoding emits%s"
-                 % (" (learned parameters: shown at initialisation)" if data.get("trainable") else ""), fontsize=11)
+                 % (" (learned parameters: shown at initialisation)" if data.get("trainable") else ""), fontsize=11,
+                 x=0.01, ha="left")
 
 
 SECTIONS = [  # (test on the JSON, drawer, height in inches or a function of the JSON)
@@ -306,7 +312,8 @@ def plot_pe(data, path):
     heights = [0.5] + [h for _, h in sections]  # a strip on top for the title
     fig = plt.figure(figsize=(18, sum(heights)))
     subfigs = np.atleast_1d(fig.subfigures(len(heights), 1, height_ratios=heights, hspace=0.04))
-    subfigs[0].text(0.5, 0.3, describe(data) + "   (family: %s)" % data.get("family", "?"), ha="center",
+    # Left-aligned: a figure with few panels is cropped on the right, which would push a centred title off.
+    subfigs[0].text(0.01, 0.3, describe(data) + "   (family: %s)" % data.get("family", "?"), ha="left",
                     va="center", fontsize=14, fontweight="bold")
     for sub, (draw, _) in zip(subfigs[1:], sections):
         draw(sub, data)

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 
 from plots import attention
 from plots.report_text import build_tables, write_html, write_markdown
-from plots.results import (InputError, group_order, has_exact_match, is_ok, load_cells, load_results,
+from plots.results import (InputError, group_order, has_exact_match, is_ok, item_label, load_cells, load_results,
                            rows_by_group, seeds_phrase, train_tokens, warn)
 from plots.style import MARKERS, finite, fmt_g, group_colors, length_axis, no_data, num, save, train_line
 
@@ -99,7 +99,7 @@ def plot_loss_curves(res, cells, groups, colors, path):
         style = [Line2D([], [], color="0.3", linewidth=0.9, alpha=0.45, label="train (mean)"),
                  Line2D([], [], color="0.3", linewidth=1.8, marker="o", markersize=4.5, label="validation (mean)"),
                  plt.Rectangle((0, 0), 1, 1, color="0.3", alpha=0.15, label="validation min-max")]
-        leg = ax.legend(handles=handles, title="encoding", loc="upper left", bbox_to_anchor=(1.01, 1.0),
+        leg = ax.legend(handles=handles, title=item_label(res), loc="upper left", bbox_to_anchor=(1.01, 1.0),
                         frameon=False)
         ax.add_artist(leg)
         extra = [leg, ax.legend(handles=style, loc="lower left", bbox_to_anchor=(1.01, 0.0), frameon=False,
@@ -180,7 +180,7 @@ def plot_extrapolation(res, groups, colors, table, path):
         if not handles:
             no_data(ax)
     if legend_handles:
-        fig.legend(handles=legend_handles, labels=[h.get_label() for h in legend_handles], title="encoding",
+        fig.legend(handles=legend_handles, labels=[h.get_label() for h in legend_handles], title=item_label(res),
                    loc="upper left", bbox_to_anchor=(1.0, 0.92), frameon=False)
     trained = " (trained at %s %s)" % (fmt_g(tl), unit) if finite(tl) else ""
     fig.suptitle("%s: length extrapolation%s" % (name, trained), fontsize=13)
@@ -230,7 +230,7 @@ def plot_position_loss(res, cells, groups, colors, table, path):
         train_line(ax, tt, "train length (%g tokens)" % tt)
     if handles:
         maybe_log_y(ax, all_vals, ratio=20.0)
-        ax.legend(handles=handles, title="encoding", loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.legend(handles=handles, title=item_label(res), loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     else:
         no_data(ax, "no position_loss data")
     ax.set_xlabel("token position in the model input")

@@ -160,3 +160,9 @@ def seed_count(res):
 def seeds_phrase(res):
     n = seed_count(res)
     return "1 seed" if n <= 1 else "mean ± 95%% interval over %d seeds" % n
+
+
+def item_label(res):
+    """What the groups compare: the encoding, or an evaluation variant (eval_grid), or a grid key."""
+    key = (res.get("ranking") or {}).get("item_key") or "model.pos_encoding.kind"
+    return {"model.pos_encoding.kind": "encoding", "eval": "evaluation variant"}.get(key, key.rsplit(".", 1)[-1])

@@ -40,7 +40,7 @@ def fmt_g(v, digits=4):
 
 
 def fmt_option(name, value):
-    """base=10000 -> base=1e+04; scale=0.125 -> scale=0.125."""
+    """base=10000 -> base=1e4; scale=0.125 -> scale=0.125; strings as they are."""
     if name == "base" and finite(value) and value >= 1000:
         return "base=1e%d" % round(math.log10(value)) if math.log10(value) == round(math.log10(value)) \
             else "base=%g" % value

@@ -1,5 +1,6 @@
 // Benchmark: time training steps exactly as the trainer runs them (same optimizer, autocast,
-// threads), then evaluation forwards, then a square matmul for the machine's peak.
+// threads), then evaluation forwards, then a square matmul for the machine's peak. Separately:
+// generation with and without the KV cache.
 #include "bench/benchmark.h"
 
 #include <sys/resource.h>
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "data/corpus.h"
+#include "model/generate.h"
 #include "model/gpt.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -153,6 +155,56 @@ std::string format_benchmark(const json& r) {
                 r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());
   out << buf;
   return out.str();
+}
+
+json run_generation_benchmark(const Config& input, int tokens) {
+  Config c = input;
+  auto corpus = make_corpus(c);
+  c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+  Runtime rt = make_runtime(c);
+  set_blas_threads(rt, /*shards_running=*/false);
+  torch::manual_seed(c.seed);
+  GPT model(c.model);
+  model->to(rt.device);
+  Rng rng(static_cast<uint64_t>(c.seed));
+  auto x = corpus->batch(Split::Val, 1, rng).x[0];  // (T,)
+  std::vector<int64_t> prompt(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + std::min<int64_t>(16, x.size(0)));
+  json out = {{"config", {{"n_layer", c.model.n_layer}, {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size},
+                          {"pos_encoding", c.model.pos_encoding.kind}}},
+              {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
+              {"threads", rt.threads},
+              {"prompt_tokens", prompt.size()},
+              {"tokens", tokens}};
+  std::vector<int64_t> generated[2];
+  for (bool cached : {true, false}) {
+    GenerateStats stats;
+    generate(model, prompt, GenerateOptions{4, 0.0, 0, cached});  // warm-up: allocations, thread pool
+    sync(rt);
+    const auto start = Clock::now();
+    generated[cached] = generate(model, prompt, GenerateOptions{tokens, 0.0, 0, cached}, {}, &stats);
+    sync(rt);
+    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
+    out[cached ? "cached" : "recompute"] = {
+        {"tokens_per_s", tokens / secs}, {"cached_steps", stats.cached_steps}, {"recompute_steps", stats.recompute_steps}};
+  }
+  out["same_tokens"] = generated[0] == generated[1];
+  return out;
+}
+
+std::string format_generation_benchmark(const json& r) {
+  char buf[512];
+  const auto &a = r["cached"], &b = r["recompute"];
+  std::snprintf(buf, sizeof buf,
+                "poslab bench --generate: %s, %d threads, %s, %lld tokens after a %lld-token prompt (block_size %d)\n"
+                "  kv cache   %10.1f tok/s   (%lld cached steps, %lld recomputed: past what the encoding caches)\n"
+                "  recompute  %10.1f tok/s   -> cache speed-up %.1fx, same tokens: %s\n",
+                r["device"].get<std::string>().c_str(), r["threads"].get<int>(),
+                r["config"]["pos_encoding"].get<std::string>().c_str(), static_cast<long long>(r["tokens"].get<int64_t>()),
+                static_cast<long long>(r["prompt_tokens"].get<int64_t>()), r["config"]["block_size"].get<int>(),
+                a["tokens_per_s"].get<double>(), static_cast<long long>(a["cached_steps"].get<int64_t>()),
+                static_cast<long long>(a["recompute_steps"].get<int64_t>()), b["tokens_per_s"].get<double>(),
+                a["tokens_per_s"].get<double>() / b["tokens_per_s"].get<double>(), r["same_tokens"].get<bool>() ? "yes" : "NO");
+  return buf;
 }
 
 }  // namespace poslab

@@ -1,5 +1,6 @@
 // `poslab bench`: training and evaluation throughput, step-time percentiles, peak memory, and
-// achieved FLOP/s against a matrix-multiply peak measured in the same process, same threads.
+// achieved FLOP/s against a matrix-multiply peak measured in the same process, same threads;
+// or generation tokens/s with and without the KV cache.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,5 +18,11 @@ struct BenchOptions {
 double flops_per_token(int64_t params, const ModelConfig& m);
 nlohmann::json run_benchmark(const Config& config, const BenchOptions& options);
 std::string format_benchmark(const nlohmann::json& result);
+
+// `poslab bench --generate N`: greedy generation of N tokens (batch 1, a 16-token prompt from the
+// validation split, the config's model at its initialisation), timed with the KV cache and with a
+// full recompute of the prefix per token.
+nlohmann::json run_generation_benchmark(const Config& config, int tokens);
+std::string format_generation_benchmark(const nlohmann::json& result);
 
 }  // namespace poslab

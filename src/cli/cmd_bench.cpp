@@ -1,4 +1,5 @@
-// poslab bench: throughput, step times, memory and MFU of a config, measured after warm-up.
+// poslab bench: throughput, step times, memory and MFU of a config, measured after warm-up; or,
+// with --generate N, generation tokens/s with and without the KV cache.
 #include <iostream>
 
 #include "bench/benchmark.h"
@@ -11,7 +12,7 @@ void add_bench(CLI::App& app) {
   struct Opts {
     std::string config, json_out, precision;
     std::vector<std::string> sets;
-    int steps = 50, warmup = 10, threads = -1;
+    int steps = 50, warmup = 10, threads = -1, generate = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Measure training/eval tokens/s, step times, peak memory and MFU");
@@ -23,13 +24,17 @@ void add_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--precision", o->precision, "fp32|bf16 (default: the config's)")->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--json", o->json_out, "Also write the results as JSON to this file");
+  cmd->add_option("--generate", o->generate,
+                  "Instead: generation tokens/s for N greedy tokens, with the KV cache and with full recompute")
+      ->check(CLI::PositiveNumber);
   cmd->callback([o] {
     auto sets = o->sets;
     if (o->threads > 0) sets.push_back("train.threads=" + std::to_string(o->threads));
     if (!o->precision.empty()) sets.push_back("train.precision=" + o->precision);
     Config c = load_config(o->config, sets);
-    auto result = run_benchmark(c, BenchOptions{o->steps, o->warmup});
-    std::cout << format_benchmark(result);
+    const bool gen = o->generate > 0;
+    auto result = gen ? run_generation_benchmark(c, o->generate) : run_benchmark(c, BenchOptions{o->steps, o->warmup});
+    std::cout << (gen ? format_generation_benchmark(result) : format_benchmark(result));
     if (!o->json_out.empty()) write_file_atomic(o->json_out, result.dump(2) + "\n");
   });
 }

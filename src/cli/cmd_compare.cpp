@@ -6,31 +6,52 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "util/files.h"
 #include "util/scripts.h"
 
 namespace poslab::cli {
 
 void add_compare(CLI::App& app) {
   struct Opts {
-    std::string config, out;
+    std::string config, out, shard, aggregate;
     int jobs = 1;
     bool no_plots = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("compare", "Run an experiment grid (e.g. every encoding on one task), then write "
                                             "results.json/.csv, plots and report.md/.html");
-  cmd->add_option("--config,-c", o->config, "Experiment file (configs/experiments/*.json)")->required();
+  cmd->add_option("--config,-c", o->config, "Experiment file (configs/experiments/*.json)");
   cmd->add_option("--out,-o", o->out, "Output directory (default runs/<experiment name>)");
   cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once (each gets cores/jobs threads)")->check(CLI::PositiveNumber);
+  cmd->add_option("--shard", o->shard,
+                  "K/N: run only the cells whose index modulo N is K, then stop without aggregating (default: from "
+                  "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/POSLAB_SHARD_COUNT when set)");
+  cmd->add_option("--aggregate", o->aggregate,
+                  "DIR: build results, table and report from the cells every shard wrote to DIR (refused while cells "
+                  "are missing; names them)");
   cmd->add_flag("--no-plots", o->no_plots, "Skip the matplotlib plots and report");
   cmd->callback([o] {
-    Experiment e = load_experiment(o->config);
     CompareOptions co;
-    co.out = o->out.empty() ? "runs/" + e.name : o->out;
     co.jobs = o->jobs;
     co.poslab_binary = std::filesystem::read_symlink("/proc/self/exe").string();
     co.plot_script = o->no_plots ? "" : find_script("plot_report.py");
     if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
+    if (!o->aggregate.empty()) {
+      if (!o->config.empty() || !o->shard.empty())
+        throw ConfigError("compare --aggregate DIR takes the experiment from DIR/experiment.json; drop --config/--shard");
+      const std::string saved = o->aggregate + "/experiment.json";
+      if (!file_exists(saved))
+        throw ConfigError("--aggregate " + o->aggregate + ": no experiment.json here (not a poslab compare output directory)");
+      co.out = o->aggregate;
+      Experiment e = experiment_from_json(read_json_file(saved), saved);
+      finish_experiment(e, co, /*require_all=*/true);
+      return;
+    }
+    if (o->config.empty()) throw ConfigError("compare: give --config EXPERIMENT.json (or --aggregate DIR)");
+    Experiment e = load_experiment(o->config);
+    co.out = o->out.empty() ? "runs/" + e.name : o->out;
+    co.shard = shard_from(o->shard);
+    check_output_dir(co.out, "--out");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
     run_experiment(e, co);
   });

@@ -112,6 +112,11 @@ void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig
   if (changes(c, o.heads) && out.contains("scale")) options["scale"] = out["scale"];
   if (changes(e, o.heads * 2)) options["heads"] = o.heads;
   for (const auto& [name, value] : params) options[name] = value;
+  if (o.rope_scaling != "none") {  // evaluation-time scaling: the pictures show the scaled frequencies
+    options["rope_scaling"] = o.rope_scaling;
+    options["factor"] = o.factor;
+    options["original_length"] = o.original_length > 0 ? o.original_length : o.positions;
+  }
   out["options"] = options;
   out["trainable"] = !pe.parameters().empty();  // learned tables: what is shown is the initialisation
 

@@ -1,4 +1,5 @@
-// poslab train: a new run from a config, or --resume an existing one; then the config's eval.lengths.
+// poslab train: a new run from a config (from scratch, or --init-from another run's weights), or
+// --resume an existing one; then the config's eval.lengths.
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
@@ -31,7 +32,7 @@ std::vector<int> parse_lengths(const std::string& text, const std::string& optio
 
 void add_train(CLI::App& app) {
   struct Opts {
-    std::string config, out, resume;
+    std::string config, out, resume, init_from;
     std::vector<std::string> sets;
     int64_t stop_at = 0;
   };
@@ -41,6 +42,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--set,-s", o->sets, "Override a key: --set model.pos_encoding.kind=rope (repeatable)");
   cmd->add_option("--out,-o", o->out, "Run directory (default runs/<config name>-<encoding>)");
   cmd->add_option("--resume", o->resume, "Continue the run in this directory from its checkpoint");
+  cmd->add_option("--init-from", o->init_from,
+                  "Start a new run from this run's weights (new optimizer and schedule; e.g. a longer block_size)");
   cmd->add_option("--stop-at", o->stop_at, "Checkpoint and stop before this step (resume later with --resume)")
       ->check(CLI::PositiveNumber);
   cmd->callback([o] {
@@ -48,6 +51,8 @@ void add_train(CLI::App& app) {
     TrainResult result;
     std::string dir;
     if (!o->resume.empty()) {
+      if (!o->init_from.empty())
+        throw ConfigError("--init-from starts a new run and --resume continues one: give one of them");
       if (!o->config.empty() || !o->sets.empty()) throw ConfigError("--resume takes its config from the run; drop --config/--set");
       dir = o->resume;
       result = train_resume(dir, o->stop_at);
@@ -56,7 +61,7 @@ void add_train(CLI::App& app) {
       Config c = load_config(o->config, o->sets);
       dir = o->out.empty() ? "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind
                            : o->out;
-      result = train_new(c, dir, o->stop_at);
+      result = train_new(c, dir, o->stop_at, o->init_from);
     }
     if (result.status == "interrupted") std::exit(stop_requested() ? 130 : 0);  // --stop-at is no failure
     if (result.status == "done" && !result.config.eval.lengths.empty())

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <new>
 #include <iostream>
 
 #include "cli/commands.h"
@@ -11,6 +13,12 @@
 #include "model/positional/positional.h"
 #include "train/trainer.h"
 #include "util/runtime.h"
+
+// The first line of a message, so that every error stays one line on the terminal.
+static std::string first_line(const std::string& text) {
+  const auto nl = text.find('\n');
+  return nl == std::string::npos ? text : text.substr(0, nl);
+}
 
 int main(int argc, char** argv) {
   // OpenMP reads OMP_WAIT_POLICY when the library loads, before main: choose it and re-exec once.
@@ -22,9 +30,12 @@ int main(int argc, char** argv) {
     ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
   }
   spdlog::set_pattern("%H:%M:%S %v");
+  const char* debug_env = std::getenv("POSLAB_DEBUG");
+  bool debug = debug_env != nullptr && std::string(debug_env) != "0";
   CLI::App app{"poslab: compare positional encodings on a small GPT, in and beyond the training length"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "poslab 0.1.0");
+  app.add_flag("--debug", debug, "On a failure, print LibTorch's full message and stack trace (or POSLAB_DEBUG=1)");
   poslab::cli::add_train(app);
   poslab::cli::add_eval(app);
   poslab::cli::add_compare(app);
@@ -51,8 +62,22 @@ int main(int argc, char** argv) {
   } catch (const poslab::DivergenceError& e) {
     std::cerr << "poslab: run failed: " << e.what() << "\n";
     return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path that cannot be written is bad input, not a crash.
+    std::cerr << "poslab: error: " << e.path1().string() << ": " << e.code().message() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "poslab: failed: out of memory; reduce model.n_embd, model.n_layer, train.batch_size or the "
+                 "evaluated length (the last checkpoint is intact)\n";
+    return 1;
+  } catch (const c10::Error& e) {
+    // LibTorch's messages carry a C++ stack trace: one line unless asked for it.
+    const std::string msg = e.what_without_backtrace();
+    if (debug) std::cerr << "poslab: failed: " << e.what() << "\n";
+    else std::cerr << "poslab: failed: " << first_line(msg) << " (POSLAB_DEBUG=1 shows the trace)\n";
+    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "poslab: failed: " << e.what() << "\n";
+    std::cerr << "poslab: failed: " << (debug ? std::string(e.what()) : first_line(e.what())) << "\n";
     return 1;
   }
   return 0;

@@ -176,6 +176,22 @@ static void one_of(const std::string& key, const std::string& value, const std::
     throw ConfigError(key + ": unknown " + what + " '" + value + "' (allowed: " + join(allowed) + ")");
 }
 
+// A rope_scaling section under `at` (ending in '.'); `zero_length` says what original_length 0 means.
+static RopeScalingConfig rope_scaling_from_json(const json& full, const std::string& at, const std::string& zero_length) {
+  RopeScalingConfig r;
+  r.kind = get<std::string>(full, at + "kind");
+  r.factor = get<double>(full, at + "factor");
+  r.original_length = get<int>(full, at + "original_length");
+  one_of(at + "kind", r.kind, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}, "rope scaling");
+  require(r.factor >= 1.0, at + "factor", ">= 1 (times the training length)", r.factor);
+  require(r.original_length >= 0, at + "original_length", ">= 0 tokens (0 = " + zero_length + ")", r.original_length);
+  return r;
+}
+
+static json rope_scaling_to_json(const RopeScalingConfig& r) {
+  return {{"kind", r.kind}, {"factor", r.factor}, {"original_length", r.original_length}};
+}
+
 // The pos_encoding section; `m` has the validated model sizes. Options of other kinds are ignored.
 static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelConfig& m) {
   const std::string at = "model.pos_encoding.";
@@ -195,6 +211,7 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   pe.npos = get<int>(full, at + "npos");
   pe.randomize.max_position = get<int>(full, at + "randomize.max_position");
   pe.randomize.eval = get<bool>(full, at + "randomize.eval");
+  pe.rope_scaling = rope_scaling_from_json(full, at + "rope_scaling.", "the --init-from run's block_size, else model.block_size");
   const int head = m.n_embd / m.n_head;
   one_of(at + "kind", pe.kind, kEncodingKinds, "encoding");
   if (pe.kind == "rope" || pe.kind == "xpos")
@@ -212,6 +229,9 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
             "large enough to rotate at least one pair of the " + std::to_string(head) + " head dims", pe.rotary_fraction);
   }
   if (pe.kind == "xpos") require(pe.scale_base > 0, at + "scale_base", "positive", pe.scale_base);
+  if (pe.rope_scaling.kind != "none" && pe.kind != "rope" && pe.kind != "xpos")
+    throw ConfigError(at + "rope_scaling.kind: '" + pe.rope_scaling.kind + "' applies to rotary encodings (rope, xpos), not to '" +
+                      pe.kind + "', which has no rotary frequencies to stretch");
   if (pe.kind == "t5") {
     require(pe.num_buckets >= 2, at + "num_buckets", "at least 2", pe.num_buckets);
     require(pe.max_distance > pe.num_buckets / 2, at + "max_distance",
@@ -313,14 +333,7 @@ Config config_from_json(const json& j) {
   e.batches = get<int>(full, "eval.batches");
   e.batch_size = get<int>(full, "eval.batch_size");
   e.stride = get<int>(full, "eval.stride");
-  e.rope_scaling.kind = get<std::string>(full, "eval.rope_scaling.kind");
-  e.rope_scaling.factor = get<double>(full, "eval.rope_scaling.factor");
-  e.rope_scaling.original_length = get<int>(full, "eval.rope_scaling.original_length");
-  one_of("eval.rope_scaling.kind", e.rope_scaling.kind, {"none", "linear", "ntk", "dynamic_ntk", "yarn"}, "rope scaling");
-  require(e.rope_scaling.factor >= 1.0, "eval.rope_scaling.factor", ">= 1 (times the training length)",
-          e.rope_scaling.factor);
-  require(e.rope_scaling.original_length >= 0, "eval.rope_scaling.original_length",
-          ">= 0 tokens (0 = model.block_size)", e.rope_scaling.original_length);
+  e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);
@@ -344,7 +357,8 @@ json config_to_json(const Config& c) {
           {"rotary_fraction", pe.rotary_fraction}, {"scale_base", pe.scale_base}, {"num_buckets", pe.num_buckets},
           {"max_distance", pe.max_distance}, {"mlp_width", pe.mlp_width}, {"init_c", pe.init_c},
           {"init_L", pe.init_L}, {"npos", pe.npos},
-          {"randomize", {{"max_position", pe.randomize.max_position}, {"eval", pe.randomize.eval}}}}}}},
+          {"randomize", {{"max_position", pe.randomize.max_position}, {"eval", pe.randomize.eval}}},
+          {"rope_scaling", rope_scaling_to_json(pe.rope_scaling)}}}}},
       {"train",
        {{"max_iters", c.train.max_iters}, {"batch_size", c.train.batch_size},
         {"learning_rate", c.train.learning_rate}, {"min_lr", c.train.min_lr},
@@ -357,8 +371,7 @@ json config_to_json(const Config& c) {
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
         {"stride", c.eval.stride},
-        {"rope_scaling", {{"kind", c.eval.rope_scaling.kind}, {"factor", c.eval.rope_scaling.factor},
-                          {"original_length", c.eval.rope_scaling.original_length}}}}},
+        {"rope_scaling", rope_scaling_to_json(c.eval.rope_scaling)}}},
   };
 }
 

@@ -20,6 +20,17 @@ struct RandomizeConfig {
   bool eval = false;     // also randomize at evaluation (else 0..n-1)
 };
 
+// RoPE frequency scaling (model/positional/rope_scaling.h): rotary kinds only. As eval.rope_scaling it
+// applies at evaluation only; as model.pos_encoding.rope_scaling the run trains with it (fine-tuning a
+// shorter model to a longer context: Position Interpolation) and it stays on at evaluation and sampling.
+struct RopeScalingConfig {
+  std::string kind = "none";     // none | linear | ntk | dynamic_ntk | yarn
+  double factor = 1.0;           // s >= 1
+  // Tokens. 0: eval: the run's training length (model.block_size); model: the --init-from run's
+  // block_size (filled in at the start), else model.block_size.
+  int original_length = 0;
+};
+
 // Options of every kind live side by side; each kind reads its own and ignores the rest.
 struct PosEncodingConfig {
   std::string kind = "learned";  // see kEncodingKinds
@@ -36,6 +47,7 @@ struct PosEncodingConfig {
   double init_L = 512.0;         // fire: initial threshold L
   int npos = 64;                 // cope: number of position embeddings (positions clamp to npos-1)
   RandomizeConfig randomize;
+  RopeScalingConfig rope_scaling;  // rope, xpos: trained with (and evaluated with) this scaling
 };
 
 struct ModelConfig {
@@ -82,13 +94,6 @@ struct TrainConfig {
   // CPU only: clipping and AdamW in one pass over raw arrays on every core (train/fused_adamw.h),
   // the same update as LibTorch's to float rounding. false: clip_grad_norm_ + torch::optim::AdamW.
   bool fused_adamw = true;
-};
-
-// Evaluation-time RoPE scaling (model/positional/rope_scaling.h): rotary kinds only.
-struct RopeScalingConfig {
-  std::string kind = "none";     // none | linear | ntk | dynamic_ntk | yarn
-  double factor = 1.0;           // s >= 1
-  int original_length = 0;       // tokens; 0 = the run's training length (model.block_size)
 };
 
 struct EvalConfig {

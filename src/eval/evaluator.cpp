@@ -129,13 +129,14 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
 }  // namespace
 
 namespace {
-// Sets the model's RoPE scaling for one evaluation and restores "none" afterwards.
+// Sets the model's RoPE scaling for one evaluation and restores its own (trained-with) one afterwards.
 struct ScopedRopeScaling {
   GPT& model;
-  ScopedRopeScaling(GPT& m, const RopeScaling& s) : model(m) { model->pos->set_rope_scaling(s); }
-  ~ScopedRopeScaling() {
-    if (model->pos->family() == "rotary") model->pos->set_rope_scaling({});
+  RopeScaling previous;
+  ScopedRopeScaling(GPT& m, const RopeScaling& s) : model(m), previous(m->pos->rope_scaling()) {
+    model->pos->set_rope_scaling(s);
   }
+  ~ScopedRopeScaling() { model->pos->set_rope_scaling(previous); }
 };
 }  // namespace
 
@@ -143,9 +144,11 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);  // whole batches, after training's shards
   model->eval();
-  const RopeScalingConfig rs = o.rope_scaling.value_or(c.eval.rope_scaling);
-  const RopeScaling scaling{rs.kind, rs.factor,
-                            rs.original_length > 0 ? rs.original_length : corpus.tokens_at(corpus.train_length())};
+  // The scaling asked for (the option, else an active eval.rope_scaling), else the one the model
+  // trained with (model.pos_encoding.rope_scaling, "none" for most runs).
+  RopeScaling scaling = model->pos->rope_scaling();
+  if (o.rope_scaling || c.eval.rope_scaling.kind != "none")
+    scaling = to_rope_scaling(o.rope_scaling.value_or(c.eval.rope_scaling), corpus.tokens_at(corpus.train_length()));
   ScopedRopeScaling scoped(model, scaling);
   const json scaling_json = scaling.active() ? json{{"kind", scaling.kind},
                                                     {"factor", scaling.factor},

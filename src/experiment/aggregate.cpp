@@ -118,7 +118,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       row["item"] = settings.contains(item_key) ? value_text(settings[item_key]) : g;
       std::string scenario;
       for (const auto& k : group_keys)
-        if (k != item_key && settings.contains(k))
+        if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1))  // one value: no scenario
           scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + value_text(settings[k]);
       row["scenario"] = scenario;
       for (const char* k : {"loss", "ppl", "token_acc", "exact_match"}) {
@@ -156,7 +156,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     for (const auto& r : results["rows"]) seeds = std::max(seeds, r["n"].get<int>());
     results["seeds"] = seeds;
     mark_best(results["rows"], metric, item_key);
-    results["ranking"] = mrr_ranking(results, metric, item_key);
+    results["ranking"] = ranking_with_fallback(results, metric, item_key);
     results["what_this_shows"] = what_this_shows(results, metric, results["ranking"]);
   }
   return results;

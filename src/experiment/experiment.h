@@ -35,9 +35,26 @@ struct Experiment {
 // "base" is a config path relative to the experiment file. Throws ConfigError naming the key.
 Experiment load_experiment(const std::string& path);
 
+// One of N shards of a grid: cells whose index modulo `count` is `index`.
+struct Shard {
+  int index = 0, count = 1;
+  bool active() const { return count > 1; }
+  bool owns(size_t cell) const { return static_cast<int>(cell % count) == index; }
+};
+// "K/N" from --shard, else SLURM_ARRAY_TASK_ID (minus SLURM_ARRAY_TASK_MIN) / SLURM_ARRAY_TASK_COUNT,
+// else JOB_COMPLETION_INDEX / POSLAB_SHARD_COUNT (Kubernetes Indexed Jobs); else no sharding.
+// Throws ConfigError naming the flag or variable when a value is malformed or out of range.
+Shard shard_from(const std::string& flag);
+
+// The experiment as compare ran it, saved in OUT/experiment.json so `compare --aggregate OUT` needs
+// no config file (and aggregates exactly the cells the shards ran).
+nlohmann::json experiment_to_json(const Experiment& experiment);
+Experiment experiment_from_json(const nlohmann::json& saved, const std::string& where);
+
 struct CompareOptions {
   std::string out;
   int jobs = 1;
+  Shard shard;
   std::string poslab_binary;  // the executable that trains a cell (normally this one)
   std::string plot_script;    // scripts/plot_report.py; empty = do not plot
 };
@@ -49,6 +66,9 @@ nlohmann::json run_experiment(const Experiment& experiment, const CompareOptions
 // first grid key); the other keys form scenarios.
 std::string experiment_item_key(const Experiment& experiment);
 // Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).
+// Writes results.json/.csv, the table and the report; with `require_all`, refuses (ConfigError
+// naming them) while cells are missing.
+nlohmann::json finish_experiment(const Experiment& experiment, const CompareOptions& options, bool require_all);
 nlohmann::json aggregate_results(const Experiment& experiment, const std::string& out);
 // The console table: one row per group, one column per length (exact match or loss), best marked.
 std::string format_results_table(const nlohmann::json& results);

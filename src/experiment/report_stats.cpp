@@ -142,6 +142,25 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
   return {{"item_key", item_key}, {"metric", metric}, {"scenarios", columns.size()}, {"lengths", lengths}, {"items", out_items}};
 }
 
+json ranking_with_fallback(const json& results, const std::string& metric, const std::string& item_key) {
+  json rk = mrr_ranking(results, metric, item_key);
+  if (metric == "loss") return rk;
+  const int L0 = results.value("train_length", json(0)).is_number() ? results["train_length"].get<int>() : 0;
+  double first = NAN;
+  bool all_same = true;
+  for (const auto& r : results["rows"]) {
+    const double v = value_of(r, metric);
+    if (r["length"].get<int>() <= L0 || !std::isfinite(v)) continue;
+    if (std::isnan(first)) first = v;
+    all_same = all_same && v == first;
+  }
+  if (!all_same || std::isnan(first)) return rk;
+  json by_loss = mrr_ranking(results, "loss", item_key);
+  by_loss["fallback"] = (metric == "exact_match" ? std::string("exact match") : metric) + " is " + fmt(first, 3) +
+                        " for every configuration past the training length, so the ranking is by loss";
+  return by_loss;
+}
+
 std::string what_this_shows(const json& results, const std::string& metric, const json& ranking) {
   const bool loss = !higher_is_better(metric);
   const int L0 = results.value("train_length", json(0)).is_number() ? results["train_length"].get<int>() : 0;
@@ -183,7 +202,8 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
         missing.push_back(l);
       } else {
         const double d = v1 - v0;
-        const std::string item = l + " (" + signed_fmt(d, digits) + ")";
+        // The level too: flat at a bad loss (a scaling that breaks even the training length) is no win.
+        const std::string item = l + " (" + signed_fmt(d, digits) + " to " + fmt(v1, digits) + ")";
         if (std::abs(d) <= margin || (loss ? d < 0 : d > 0)) flat.push_back(item);
         else moved_by.push_back({-std::abs(d), item});
       }
@@ -221,8 +241,9 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
   if (ranking.is_object() && !ranking["items"].empty() && ranking["items"][0]["mrr"].is_number()) {
     std::vector<std::string> top;
     for (const auto& it : ranking["items"]) top.push_back(it["name"].get<std::string>() + " " + fmt(it["mrr"].get<double>(), 2));
-    out << " Mean reciprocal rank over " << ranking["scenarios"].get<int>() << " scenario"
-        << (ranking["scenarios"].get<int>() == 1 ? "" : "s") << ": " << join(top) << ".";
+    out << " Mean reciprocal rank" << (ranking.contains("fallback") ? " by loss (" + ranking["fallback"].get<std::string>() + ")" : "")
+        << " over " << ranking["scenarios"].get<int>() << " scenario" << (ranking["scenarios"].get<int>() == 1 ? "" : "s")
+        << ": " << join(top) << ".";
   }
   int seeds = 0;
   for (const auto& r : results["rows"]) seeds = std::max(seeds, r.value("n", 0));

@@ -36,6 +36,10 @@ void mark_best(nlohmann::json& rows, const std::string& metric, const std::strin
 // items sorted by MRR, best first.
 nlohmann::json mrr_ranking(const nlohmann::json& results, const std::string& metric, const std::string& item_key);
 
+// mrr_ranking by `metric`, unless that metric has one value for every encoding past the training
+// length (typically exact match 0 everywhere at toy budgets): then by loss, with a "fallback" note.
+nlohmann::json ranking_with_fallback(const nlohmann::json& results, const std::string& metric, const std::string& item_key);
+
 // The "What this shows" paragraph, from the rows alone.
 std::string what_this_shows(const nlohmann::json& results, const std::string& metric, const nlohmann::json& ranking);
 

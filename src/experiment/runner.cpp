@@ -118,11 +118,23 @@ static void cell_attention(const Experiment& e, const CompareOptions& o) {
   spdlog::set_level(level);
 }
 
-json run_experiment(const Experiment& e, const CompareOptions& o) {
+static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures);
+
+json run_experiment(const Experiment& full, const CompareOptions& o) {
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
   fs::create_directories(o.out + "/configs");
+  // What `compare --aggregate OUT` reads later, whichever shard gets here first (the same text from each).
+  write_file_atomic(o.out + "/experiment.json", experiment_to_json(full).dump(1) + "\n");
   install_stop_handlers();
+  Experiment shard_part = full;
+  if (o.shard.active()) {
+    shard_part.cells.clear();
+    for (size_t i = 0; i < full.cells.size(); ++i)
+      if (o.shard.owns(i)) shard_part.cells.push_back(full.cells[i]);
+    spdlog::info("shard {}/{}: {} of {} cells", o.shard.index, o.shard.count, shard_part.cells.size(), full.cells.size());
+  }
+  const Experiment& e = shard_part;
   const int n = static_cast<int>(e.cells.size());
   std::map<std::string, std::string> failures;  // cell name -> error
   std::vector<int> todo;
@@ -182,9 +194,36 @@ json run_experiment(const Experiment& e, const CompareOptions& o) {
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
   if (!stop_requested()) cell_attention(e, o);
+  if (o.shard.active()) {
+    spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);
+    return json::object();
+  }
+  return finish(full, o, failures);
+}
+
+json finish_experiment(const Experiment& e, const CompareOptions& o, bool require_all) {
+  if (require_all) {
+    std::vector<std::string> missing;
+    for (const auto& c : e.cells)
+      if (c.error.empty() && !cell_finished(cell_dir(o.out, c))) missing.push_back(c.name);
+    for (const auto& c : e.cells)
+      for (const auto& v : e.eval_grid)
+        if (cell_finished(cell_dir(o.out, c)) && !file_exists(RunPaths{cell_dir(o.out, c)}.eval(v.name)))
+          missing.push_back(c.name + "@" + v.name);
+    if (!missing.empty()) {
+      std::string list;
+      for (size_t i = 0; i < missing.size() && i < 8; ++i) list += (i ? ", " : "") + missing[i];
+      if (missing.size() > 8) list += ", ... (" + std::to_string(missing.size()) + " in all)";
+      throw ConfigError("--aggregate " + o.out + ": " + std::to_string(missing.size()) + " cell(s) not finished yet: " + list);
+    }
+  }
+  return finish(e, o, {});
+}
+
+static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures) {
   json results = aggregate_results(e, o.out);
   for (auto& cell : results["cells"])
-    if (failures.count(cell["name"])) cell["status"] = "failed", cell["error"] = failures[cell["name"]];
+    if (failures.count(cell["name"])) cell["status"] = "failed", cell["error"] = failures.at(cell["name"]);
   write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
   write_file_atomic(o.out + "/results.csv", results_csv(results));
   std::cout << "\n" << format_results_table(results);

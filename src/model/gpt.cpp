@@ -25,13 +25,14 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shar
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
-                                               const torch::Tensor& attn_bias, bool causal_only) {
+                                               const torch::Tensor& attn_bias, bool causal_only, LayerKV* kv) {
   const auto B = x.size(0), T = x.size(1), C = x.size(2);
   auto qkv = c_attn(x).split(C, /*dim=*/2);
   auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
   auto k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
   auto v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
-  std::tie(q, k) = pos->rotate(q, k, positions);
+  std::tie(q, k) = kv ? pos->rotate_cached(q, k, positions) : pos->rotate(q, k, positions);
+  if (kv) std::tie(k, v) = kv->append(k, v);  // (B, H, T_cached + T, hs): keys rotated once, when they arrived
   const double p_drop = is_training() ? dropout : 0.0;
   torch::Tensor y;
 #if TORCH_VERSION_MAJOR >= 2
@@ -55,17 +56,17 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
 torch::Tensor CausalSelfAttentionImpl::explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                           const torch::Tensor& v, const torch::Tensor& attn_bias,
                                                           bool causal_only, double p_drop) {
-  const auto B = q.size(0), T = q.size(2), hs = q.size(-1);
+  const auto B = q.size(0), T = q.size(2), T_k = k.size(2), hs = q.size(-1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
-  torch::Tensor att;  // (B, H, T, T)
+  torch::Tensor att;  // (B, H, T, T_k)
   if (pos->needs_scores()) {
     // Context-dependent positions (CoPE) read the scaled q.k before the mask.
     att = pos->scores(torch::matmul(q, k.transpose(-2, -1)) * scale, q, scale) + attn_bias;
   } else if (causal_only && q.scalar_type() == attn_bias.scalar_type()) {
     // One GEMM computes scale * q k^T + mask: no separate passes over the (T, T) scores.
-    att = torch::baddbmm(attn_bias, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T, hs}).transpose(1, 2),
+    att = torch::baddbmm(attn_bias, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T_k, hs}).transpose(1, 2),
                          /*beta=*/1.0, /*alpha=*/scale)
-              .view({B, n_head, T, T});
+              .view({B, n_head, T, T_k});
   } else {
     att = torch::matmul(q, k.transpose(-2, -1)) * scale + attn_bias;
   }
@@ -91,8 +92,8 @@ BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImp
 }
 
 torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
-                                 bool causal_only) {
-  auto h = x + attn(ln_1(x), positions, attn_bias, causal_only);
+                                 bool causal_only, LayerKV* kv) {
+  auto h = x + attn->forward(ln_1(x), positions, attn_bias, causal_only, kv);
   return h + mlp(ln_2(h));
 }
 
@@ -103,6 +104,8 @@ GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
   h = register_module("h", torch::nn::ModuleList());
   for (int i = 0; i < c.n_layer; ++i) h->push_back(Block(c, pos));
   ln_f = register_module("ln_f", LayerNorm(c.n_embd, c.bias));
+  // A run trained with a rope scaling (fine-tuned to a longer context) keeps it for its whole life.
+  pos->set_rope_scaling(to_rope_scaling(c.pos_encoding.rope_scaling, c.block_size));
 
   // nanoGPT's init: N(0, 0.02), residual projections scaled by 1/sqrt(2 * n_layer).
   torch::NoGradGuard no_grad;
@@ -119,19 +122,21 @@ GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
   }
 }
 
+torch::Tensor GPTImpl::masked_bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
+  const auto t_q = q_pos.size(0), t_k = k_pos.size(0);
+  auto mask = torch::full({t_q, t_k}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(q_pos.device()))
+                  .triu(/*diagonal=*/t_k - t_q + 1);  // (t_q, t_k): 0 where key j <= query i's position
+  auto b = pos->bias(q_pos, k_pos);                   // (H, t_q, t_k) or undefined
+  return b.defined() ? b + mask : mask;
+}
+
 torch::Tensor GPTImpl::attention_bias(const torch::Tensor& positions, bool cacheable) {
   const auto T = positions.size(0);
-  const auto device = positions.device();
-  auto build = [&] {
-    auto mask = torch::full({T, T}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(device))
-                    .triu(/*diagonal=*/1);          // (T, T): 0 on and below the diagonal
-    auto b = pos->bias(positions, positions);       // (H, T, T) or undefined
-    return b.defined() ? b + mask : mask;
-  };
   // A learned bias (t5, kerple, fire) changes every step and carries the graph: built per forward.
-  if (!cacheable) return build();
+  if (!cacheable) return masked_bias(positions, positions);
   std::lock_guard<std::mutex> lock(bias_mutex_);
-  if (!bias_cache_.defined() || bias_cache_.size(-1) != T || bias_cache_.device() != device) bias_cache_ = build();
+  if (!bias_cache_.defined() || bias_cache_.size(-1) != T || bias_cache_.device() != positions.device())
+    bias_cache_ = masked_bias(positions, positions);
   return bias_cache_;
 }
 
@@ -148,6 +153,24 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, attn_bias, causal_only);
   x = ln_f(x);
   return F::linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
+}
+
+torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cache) {
+  const auto past = cache.length, T = idx_new.size(1);
+  if (cache.layers.size() != h->size()) cache.layers.assign(h->size(), LayerKV{});
+  const auto opts = torch::TensorOptions().dtype(torch::kLong).device(idx_new.device());
+  const auto positions = torch::arange(past, past + T, opts);  // (T_new,): the new tokens' true positions
+  auto x = drop(pos->embed(wte(idx_new), positions));          // (B, T_new, C)
+  // The new queries' rows of the bias against every key, cached or new: built per call, since a
+  // bias row depends on the query's position (ALiBi's -m (i - j) is not a function of T alone).
+  const auto attn_bias = masked_bias(positions, torch::arange(past + T, opts));  // (T_new, T_all) or (H, T_new, T_all)
+  // The fused kernels' is_causal aligns the mask top-left, wrong once the queries start past 0.
+  const bool causal_only = attn_bias.dim() == 2 && past == 0;
+  for (size_t i = 0; i < h->size(); ++i)
+    x = (*h)[i]->as<Block>()->forward(x, positions, attn_bias, causal_only, &cache.layers[i]);
+  cache.length += T;
+  x = ln_f(x);
+  return F::linear(x, wte->weight);  // (B, T_new, vocab)
 }
 
 static torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,

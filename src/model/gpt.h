@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "config/config.h"
+#include "model/kv_cache.h"
 #include "model/positional/positional.h"
 
 namespace poslab {
@@ -23,9 +24,11 @@ TORCH_MODULE(LayerNorm);
 
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
-  // x (B, T, C); attn_bias: additive logits (T, T) or (H, T, T), the causal mask included.
+  // x (B, T, C); attn_bias: additive logits (T, T_k) or (H, T, T_k), the causal mask included.
+  // kv: generating with a cache: this layer's keys and values so far, to which x's are appended
+  // (T_k = cached + T); null: attention over x alone (T_k = T).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
-                        bool causal_only);
+                        bool causal_only, LayerKV* kv = nullptr);
   // softmax(scale q.k^T (+ the scores hook) + attn_bias) v: every LibTorch 1.x run; on 2.x CoPE, recording, bf16 on the CPU.
   torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& attn_bias, bool causal_only, double p_drop);
@@ -51,7 +54,7 @@ TORCH_MODULE(MLP);
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
-                        bool causal_only);
+                        bool causal_only, LayerKV* kv = nullptr);
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
@@ -63,6 +66,11 @@ struct GPTImpl : torch::nn::Module {
   // idx (B, T) int64 -> logits (B, T, vocab). Throws PositionLimitError past the encoding's range.
   // positions (T,): as drawn by pos->positions() (batch shards draw once per step); undefined: drawn here.
   torch::Tensor forward(const torch::Tensor& idx, torch::Tensor positions = {});
+  // Generation with a KV cache: idx_new (B, T_new) continues the cache.length tokens held in `cache`,
+  // at their true positions cache.length.., and their keys and values are appended. Returns the
+  // logits (B, T_new, vocab) a forward over the whole sequence gives for those tokens; valid only
+  // while pos->kv_cacheable(total length) (the caller checks and falls back to forward()).
+  torch::Tensor forward_cached(const torch::Tensor& idx_new, KVCache& cache);
   // Mean cross-entropy over targets != -1.
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets);
   // Sum of the cross-entropy over targets != -1 (batch shards divide it by the whole batch's count).
@@ -82,6 +90,8 @@ struct GPTImpl : torch::nn::Module {
   // Causal mask plus the encoding's bias for these positions (T,); cached per (T, device) only when
   // `cacheable` (a constant bias at positions 0..T-1).
   torch::Tensor attention_bias(const torch::Tensor& positions, bool cacheable);
+  // (t_q, t_k) or (H, t_q, t_k): the encoding's bias plus the causal mask, queries being the last t_q keys.
+  torch::Tensor masked_bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos);
   std::mutex bias_mutex_;  // batch shards run the forward pass on several threads at once
   torch::Tensor bias_cache_;
 };

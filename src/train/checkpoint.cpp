@@ -75,35 +75,68 @@ static T read_value(torch::serialize::InputArchive& a, const std::string& key, c
   return v.to<T>();
 }
 
-TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer* optimizer) {
+// The verified archive of a framed checkpoint file; ConfigError when missing, truncated or corrupt.
+static void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive) {
   if (!file_exists(path)) throw ConfigError("checkpoint " + path + ": no such file");
   const std::string payload = unframe_checkpoint(read_text_file(path, "checkpoint"), path);
-  torch::serialize::InputArchive archive;
   try {
     archive.load_from(payload.data(), payload.size());
   } catch (const std::exception& e) {  // c10::Error, and whatever else the zip reader throws
     throw ConfigError("checkpoint " + path + ": truncated or corrupt (cannot be read as a torch archive)");
   }
-  TrainState s;
+}
+
+// Copies the archive's model.* tensors into the model, after checking the encoding and every shape.
+static void read_model(torch::serialize::InputArchive& archive, GPT& model, const std::string& path) {
+  if (read_value<int64_t>(archive, "version", path) != kCheckpointVersion)
+    throw ConfigError("checkpoint " + path + ": unsupported version");
+  auto saved = nlohmann::json::parse(read_value<std::string>(archive, "config", path));
+  const auto& want = model->config;
+  const std::string saved_kind = saved["model"]["pos_encoding"]["kind"];
+  if (saved_kind != want.pos_encoding.kind)
+    throw ConfigError("checkpoint " + path + ": trained with encoding '" + saved_kind + "', but the config asks for '" +
+                      want.pos_encoding.kind + "'");
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters()) {
+    torch::Tensor t;
+    if (!archive.try_read("model." + p.key(), t))
+      throw ConfigError("checkpoint " + path + ": has no parameter '" + p.key() + "' (another model shape?)");
+    if (t.sizes() != p.value().sizes())
+      throw ConfigError("checkpoint " + path + ": parameter '" + p.key() + "' has shape " + c10::str(t.sizes()) +
+                        " but the model expects " + c10::str(p.value().sizes()) + " (another model shape?)");
+    p.value().copy_(t);
+  }
+}
+
+// Runs `body`, turning what a damaged or foreign archive throws into a ConfigError naming the file.
+template <typename F>
+static void guard_checkpoint(const std::string& path, F body) {
   try {
-    if (read_value<int64_t>(archive, "version", path) != kCheckpointVersion)
-      throw ConfigError("checkpoint " + path + ": unsupported version");
-    auto saved = nlohmann::json::parse(read_value<std::string>(archive, "config", path));
-    const auto& want = model->config;
-    const std::string saved_kind = saved["model"]["pos_encoding"]["kind"];
-    if (saved_kind != want.pos_encoding.kind)
-      throw ConfigError("checkpoint " + path + ": trained with encoding '" + saved_kind + "', but the config asks for '" +
-                        want.pos_encoding.kind + "'");
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->named_parameters()) {
-      torch::Tensor t;
-      if (!archive.try_read("model." + p.key(), t))
-        throw ConfigError("checkpoint " + path + ": has no parameter '" + p.key() + "' (another model shape?)");
-      if (t.sizes() != p.value().sizes())
-        throw ConfigError("checkpoint " + path + ": parameter '" + p.key() + "' has shape " + c10::str(t.sizes()) +
-                          " but the model expects " + c10::str(p.value().sizes()) + " (another model shape?)");
-      p.value().copy_(t);
-    }
+    body();
+  } catch (const c10::Error& e) {
+    throw ConfigError("checkpoint " + path + ": corrupt or incompatible (" +
+                      std::string(e.what_without_backtrace()).substr(0, 200) + ")");
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError("checkpoint " + path + ": its stored config is corrupt");
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError("checkpoint " + path + ": corrupt or incompatible (" + std::string(e.what()).substr(0, 200) + ")");
+  }
+}
+
+void load_checkpoint_weights(const std::string& path, GPT& model) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  guard_checkpoint(path, [&] { read_model(archive, model, path); });
+}
+
+TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer* optimizer) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  TrainState s;
+  guard_checkpoint(path, [&] {
+    read_model(archive, model, path);
     if (optimizer) {
       torch::serialize::InputArchive opt;
       archive.read("optimizer", opt);
@@ -126,16 +159,7 @@ TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Op
     archive.read("torch_rng", rng);
     auto generator = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
     generator.set_state(rng);
-  } catch (const c10::Error& e) {
-    throw ConfigError("checkpoint " + path + ": corrupt or incompatible (" +
-                      std::string(e.what_without_backtrace()).substr(0, 200) + ")");
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError("checkpoint " + path + ": its stored config is corrupt");
-  } catch (const ConfigError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw ConfigError("checkpoint " + path + ": corrupt or incompatible (" + std::string(e.what()).substr(0, 200) + ")");
-  }
+  });
   return s;
 }
 

@@ -1,6 +1,7 @@
 // A run directory and what it holds: config.json (resolved), vocab.json, checkpoint.pt
 // (model + optimizer + step + RNG + config, written atomically), model.pt (name -> tensor dict
-// for Python's torch.load), metrics.jsonl, summary.json, eval.json, train.log.
+// for Python's torch.load), metrics.jsonl, summary.json, eval.json, train.log; init_from.json when
+// the run started from another run's weights.
 #pragma once
 #include <torch/torch.h>
 
@@ -21,6 +22,7 @@ struct RunPaths {
   std::string weights() const { return dir + "/model.pt"; }
   std::string metrics() const { return dir + "/metrics.jsonl"; }
   std::string summary() const { return dir + "/summary.json"; }
+  std::string init_from() const { return dir + "/init_from.json"; }  // the run whose weights it started from
   // eval.json, or eval-TAG.json for a tagged evaluation variant (e.g. a rope scaling).
   std::string eval(const std::string& tag = "") const { return dir + (tag.empty() ? "/eval.json" : "/eval-" + tag + ".json"); }
 };
@@ -40,6 +42,8 @@ void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimize
 // Loads weights (and optimizer state when given) into an already-built model; returns the state.
 // Throws ConfigError naming the file for truncated/corrupt files and for mismatched models.
 TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer* optimizer);
+// The model weights alone (no optimizer, step or RNG state): starting a new run from another's.
+void load_checkpoint_weights(const std::string& path, GPT& model);
 // model.pt: a plain name -> tensor dict (torch::pickle_save), readable by Python's torch.load.
 void save_weights(const std::string& path, GPT& model);
 

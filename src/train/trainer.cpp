@@ -1,6 +1,7 @@
 // Training loop. State that decides the losses (weights, optimizer moments, step, data RNG and
 // torch RNG) lives in the checkpoint, so a resumed run logs the same losses as an unbroken one.
 #include "train/trainer.h"
+#include "train/memory_estimate.h"
 
 #include <spdlog/spdlog.h>
 
@@ -8,10 +9,12 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "data/corpus.h"
 #include "model/gpt.h"
 #include "train/fused_adamw.h"
+#include "train/init_from.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "util/files.h"
@@ -272,6 +275,7 @@ struct Session {
 static Session make_session(Config c, std::unique_ptr<Corpus> corpus) {
   Session s;
   c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+  check_training_fits(c);  // before any allocation: refuse with the numbers rather than die in the allocator
   s.runtime = make_runtime(c);
   torch::manual_seed(c.seed);
   s.model = GPT(c.model);
@@ -287,16 +291,24 @@ static TrainResult run_session(Session& s, const std::string& dir, int64_t stop_
   return run_loop(s.config, *s.corpus, dir, s.model, *s.optimizer, s.state, s.runtime, stop_at);
 }
 
-TrainResult train_new(Config c, const std::string& dir, int64_t stop_at) {
+TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const std::string& init_from) {
+  check_output_dir(dir, "--out");
   if (is_run_dir(dir))
     throw ConfigError("--out " + dir + ": already holds a run; continue it with `poslab train --resume " + dir +
                       "` or pick another --out");
+  std::optional<InitSource> source;
+  if (!init_from.empty()) source = read_init_source(init_from, c);
   Session s = make_session(c, make_corpus(c));
+  if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
   // Everything is valid: only now does the run directory appear.
   fs::create_directories(dir);
   RunPaths paths{dir};
   write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
   write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
+  if (source) {
+    write_file_atomic(paths.init_from(), json{{"run", init_from}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
+    spdlog::info("initialised from {} (block_size {})", init_from, source->config.model.block_size);
+  }
   return run_session(s, dir, stop_at);
 }
 

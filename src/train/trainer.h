@@ -32,7 +32,9 @@ torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch
 // Starts a new run in `run_dir` (which must not hold a run). Everything is validated — config,
 // data, model — before the directory is created, so a bad input leaves nothing behind.
 // `stop_at` > 0 stops (checkpointed, resumable, status "interrupted") before that step.
-TrainResult train_new(Config config, const std::string& run_dir, int64_t stop_at = 0);
+// `init_from` non-empty: start from that run's weights (train/init_from.h) with a new optimizer and
+// schedule at step 0; config may raise model.block_size and set model.pos_encoding.rope_scaling.
+TrainResult train_new(Config config, const std::string& run_dir, int64_t stop_at = 0, const std::string& init_from = "");
 // Continues the run in `run_dir` from its checkpoint (or from scratch if none was written yet).
 TrainResult train_resume(const std::string& run_dir, int64_t stop_at = 0);
 

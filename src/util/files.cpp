@@ -72,6 +72,22 @@ std::string resolve_relative(const std::string& from_file, const std::string& re
   return (fs::path(from_file).parent_path() / rel).lexically_normal().string();
 }
 
+void check_output_dir(const std::string& path, const std::string& option) {
+  std::error_code ec;
+  const fs::path p = fs::absolute(path, ec);
+  if (fs::exists(p, ec) && !fs::is_directory(p, ec))
+    throw ConfigError(option + " " + path + ": exists and is not a directory; choose another path or remove it");
+  // The nearest existing ancestor decides whether the directory can be made.
+  fs::path existing = p;
+  while (!existing.empty() && !fs::exists(existing, ec)) existing = existing.parent_path();
+  if (existing.empty()) throw ConfigError(option + " " + path + ": no existing parent directory");
+  if (!fs::is_directory(existing, ec))
+    throw ConfigError(option + " " + path + ": cannot be created, " + existing.string() + " is a file, not a directory");
+  if (::access(existing.c_str(), W_OK | X_OK) != 0)
+    throw ConfigError(option + " " + path + ": cannot write in " + existing.string() + " (" + std::strerror(errno) +
+                      "); choose a directory you can write");
+}
+
 bool file_exists(const std::string& path) {
   std::error_code ec;
   return fs::exists(path, ec);

@@ -17,5 +17,8 @@ std::string absolute_path(const std::string& path);
 // `relative` as seen from the directory holding `from_file`, unless it is absolute.
 std::string resolve_relative(const std::string& from_file, const std::string& relative);
 bool file_exists(const std::string& path);
+// Before any work: `path` must be a directory or creatable as one, and writable. Throws ConfigError
+// "OPTION PATH: <reason>; <what to do>" otherwise. Creates nothing.
+void check_output_dir(const std::string& path, const std::string& option);
 
 }  // namespace poslab

@@ -88,6 +88,39 @@ printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_
 expect_fail 2 "eval_grid.x.model.n_layer: only eval.* keys can vary without retraining" -- "$POSLAB" compare -c evalgrid.json --out r3
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "seeds": [1]}\n' > seeds.json
 expect_fail 2 "give seeds either" -- "$POSLAB" compare -c seeds.json --out r3
+# Paths and resources: refused before any work, one line, exit 2, nothing created.
+printf 'x' > afile
+expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" train -c ok.json --out afile
+expect_fail 2 "afile is a file, not a directory" -- "$POSLAB" train -c ok.json --out afile/sub
+printf '{"base": "ok.json", "grid": {"seed": [1]}}\n' > good_exp.json
+expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" compare -c good_exp.json --out afile
+expect_fail 2 "model too large for this machine: training needs ~" -- "$POSLAB" train -c ok.json --set model.n_embd=65536 --set model.n_layer=8 --out big
+check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile/sub -a "$(cat afile)" = x
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
+
+# --init-from (issue 13): a new run from another run's weights; mismatches refused, nothing left behind.
+expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train -c ok.json --init-from nowhere --out r4
+expect_fail 2 "--init-from starts a new run and --resume continues one" -- "$POSLAB" train --resume run --init-from run
+expect_fail 2 "--init-from run: model.n_embd is 16 there but 32 here" -- "$POSLAB" train -c ok.json --set model.n_embd=32 --init-from run --out r4
+expect_fail 2 "--init-from run: model.n_layer is 1 there but 2 here" -- "$POSLAB" train -c ok.json --set model.n_layer=2 --init-from run --out r4
+expect_fail 2 "model.pos_encoding.kind is learned there but rope here" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --init-from run --out r4
+expect_fail 2 "a learned position table cannot grow from 40 to 80 rows" -- "$POSLAB" train -c ok.json --set model.block_size=80 --init-from run --out r4
+for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog"; done > fox.txt
+expect_fail 2 "differs from this config's data" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --init-from run --out r4
+expect_fail 2 "$PE.rope_scaling.kind: 'linear' applies to rotary encodings" -- "$POSLAB" train -c ok.json --set $PE.rope_scaling.kind=linear --out r4
+expect_fail 2 "$PE.rope_scaling.factor must be >= 1" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rope_scaling.factor=0.5 --out r4
+check "no run directory left behind by a refused --init-from" test ! -e r4
+"$POSLAB" train -c ok.json --init-from run --out r5 >/dev/null 2>&1
+check "--init-from with the same shapes trains and records its source" grep -q '"run": "run"' r5/init_from.json
+
+# sample: bad flags; greedy output identical with and without the KV cache, past block_size (40) too.
+expect_fail 2 "--tokens" -- "$POSLAB" sample --run run --prompt "ab" --tokens 0
+expect_fail 2 "--temperature" -- "$POSLAB" sample --run run --prompt "ab" --temperature -1
+expect_fail 2 "--prompt: must not be empty" -- "$POSLAB" sample --run run --prompt ""
+expect_fail 2 "run nowhere: no run here" -- "$POSLAB" sample --run nowhere --prompt "ab"
+expect_fail 2 "--no-cache" -- "$POSLAB" sample --run run --prompt "ab" --no-cache=maybe
+check "sample: the KV cache gives the recomputed greedy tokens" \
+  test "$("$POSLAB" sample --run run --prompt ab --tokens 60 --temperature 0 2>/dev/null)" = \
+       "$("$POSLAB" sample --run run --prompt ab --tokens 60 --temperature 0 --no-cache 2>/dev/null)"
 
 finish

@@ -13,14 +13,15 @@ CopeEncodingImpl::CopeEncodingImpl(int64_t head_dim, int64_t npos) : PositionalE
 }
 
 torch::Tensor CopeEncodingImpl::scores(const torch::Tensor& att, const torch::Tensor& q, double scale) {
-  const auto T = att.size(-1);
-  auto causal = torch::ones({T, T}, att.options().dtype(torch::kFloat)).tril();  // (T, T): 1 on and below the diagonal
+  // Queries are the last t_q of t_k positions (t_q < t_k when generating with a KV cache).
+  const auto t_q = att.size(-2), t_k = att.size(-1);
+  auto causal = torch::ones({t_q, t_k}, att.options().dtype(torch::kFloat)).tril(t_k - t_q);  // (t_q, t_k): 1 where visible
   // fp32 sums even under bf16 autocast: a bf16 running count loses the fraction that interpolates.
-  auto p = cope_positions(torch::sigmoid(att.to(torch::kFloat)) * causal, npos_);  // (B, H, T, T)
-  auto z = torch::matmul(q, pos_emb.to(q.scalar_type())).to(torch::kFloat);       // (B, H, T, npos): q_i . e[p]
+  auto p = cope_positions(torch::sigmoid(att.to(torch::kFloat)) * causal, npos_);  // (B, H, t_q, t_k)
+  auto z = torch::matmul(q, pos_emb.to(q.scalar_type())).to(torch::kFloat);       // (B, H, t_q, npos): q_i . e[p]
   auto floor = p.floor(), ceil = p.ceil();
   auto w = p - floor;  // no gradient through floor/ceil; it flows through w
-  auto logit = z.gather(-1, ceil.to(torch::kLong)) * w + z.gather(-1, floor.to(torch::kLong)) * (1 - w);  // (B, H, T, T)
+  auto logit = z.gather(-1, ceil.to(torch::kLong)) * w + z.gather(-1, floor.to(torch::kLong)) * (1 - w);  // (B, H, t_q, t_k)
   return att + logit * scale;  // (q.k + q.e[p]) / sqrt(hs)
 }
 

@@ -41,14 +41,28 @@ class PositionalEncodingImpl : public torch::nn::Module {
   virtual torch::Tensor bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) { return {}; }
   // True when bias() depends on the positions alone (no parameters): the model may cache it across steps.
   virtual bool constant_bias() const { return true; }
-  // Context-dependent family (CoPE): att (B, H, T, T) = scale * q.k, before the mask; returns the
-  // logits with the encoding's term added. Kinds that override it need explicit scores.
+  // Context-dependent family (CoPE): att (B, H, t_q, t_k) = scale * q.k before the mask, queries being
+  // the last t_q of t_k positions; returns the logits with the encoding's term added. Kinds that
+  // override it need explicit scores.
   virtual bool needs_scores() const { return false; }
   virtual torch::Tensor scores(const torch::Tensor& att, const torch::Tensor& q, double scale) { return att; }
 
   // Evaluation-time RoPE scaling (PI, NTK, YaRN): rotary kinds change their frequencies; every
   // other kind refuses an active scaling with ConfigError, since it has no frequencies to stretch.
   virtual void set_rope_scaling(const RopeScaling& scaling);
+  // The scaling in force (kind "none" unless set): a run trained with one keeps it at evaluation.
+  virtual RopeScaling rope_scaling() const { return {}; }
+
+  // KV-cache decoding (model/kv_cache.h): true when the keys and values of `length` tokens, each
+  // computed once when its token arrived, equal what a forward over all `length` tokens computes.
+  // Default rule: fixed positions 0..T-1 (no randomized draw at evaluation) within max_positions().
+  virtual bool kv_cacheable(int64_t length) const;
+  // rotate() for KV-cache decoding: a cached key keeps the transform it got, so it must not depend on
+  // the sequence's current length (xPos overrides it: its full-sequence scale is centred on the length).
+  virtual std::pair<torch::Tensor, torch::Tensor> rotate_cached(const torch::Tensor& q, const torch::Tensor& k,
+                                                                const torch::Tensor& positions) {
+    return rotate(q, k, positions);
+  }
 
   // Longest sequence the encoding represents; -1 when unbounded.
   virtual int64_t max_positions() const { return -1; }

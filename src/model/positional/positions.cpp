@@ -20,6 +20,13 @@ void PositionalEncodingImpl::check_length(int64_t length) const {
                              std::to_string(randomize_max_));
 }
 
+bool PositionalEncodingImpl::kv_cacheable(int64_t length) const {
+  // A randomized draw at evaluation gives every forward new positions: no cached key stays valid.
+  // A bounded table (learned) slides its window past max_positions(), moving every key's position.
+  const int64_t limit = max_positions();
+  return !randomizes(/*training=*/false) && (limit < 0 || length <= limit);
+}
+
 torch::Tensor PositionalEncodingImpl::positions(int64_t T, bool training, const torch::Device& device) const {
   if (!randomizes(training)) return torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(device));
   if (T > randomize_max_)

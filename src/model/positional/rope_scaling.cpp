@@ -54,4 +54,8 @@ RopeFrequencies rope_frequencies(int64_t d, double base, const RopeScaling& s, i
   return out;
 }
 
+RopeScaling to_rope_scaling(const RopeScalingConfig& c, int64_t default_length) {
+  return {c.kind, c.factor, c.original_length > 0 ? c.original_length : default_length};
+}
+
 }  // namespace poslab

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
+
 namespace poslab {
 
 struct RopeScaling {
@@ -28,6 +30,9 @@ struct RopeFrequencies {
 // The default RoPE frequencies base^(-2k/d), k = 0..d/2-1, under `scaling`. `seq_len` is the length
 // being evaluated (only dynamic_ntk depends on it). Throws std::invalid_argument on a bad setting.
 RopeFrequencies rope_frequencies(int64_t head_dim, double base, const RopeScaling& scaling, int64_t seq_len);
+
+// The config's section as a scaling; original_length 0 becomes `default_length`.
+RopeScaling to_rope_scaling(const RopeScalingConfig& config, int64_t default_length);
 
 // Checks kind, factor >= 1 and original_length > 0; `where` prefixes the message (a key or a flag).
 void validate_rope_scaling(const RopeScaling& scaling, const std::string& where);

@@ -83,6 +83,8 @@ void RotaryEncodingImpl::set_rope_scaling(const RopeScaling& scaling) {
   cos_ = sin_ = torch::Tensor();  // rebuilt with the new frequencies
 }
 
+RopeScaling RotaryEncodingImpl::rope_scaling() const { return scaling_; }
+
 std::map<std::string, torch::Tensor> RotaryEncodingImpl::inspect(int64_t n, int64_t dim, const InspectParams& params) {
   reject_params(params, {});
   const int64_t rot = rot_dims_ == head_dim_ ? dim : rot_dims_;  // `pe --dim` sizes the head
@@ -93,10 +95,29 @@ std::map<std::string, torch::Tensor> RotaryEncodingImpl::inspect(int64_t n, int6
           {"attention_factor", torch::tensor(f.attention_factor, torch::kDouble)}};
 }
 
+bool RotaryEncodingImpl::kv_cacheable(int64_t length) const {
+  return PositionalEncodingImpl::kv_cacheable(length) && scaling_.kind != "dynamic_ntk";
+}
+
 std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                                  const torch::Tensor& positions) {
+  return rotate_scaled(q, k, positions, xpos_centred(positions));
+}
+
+std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate_cached(const torch::Tensor& q, const torch::Tensor& k,
+                                                                        const torch::Tensor& positions) {
+  return rotate_scaled(q, k, positions, positions);
+}
+
+bool XposEncodingImpl::kv_cacheable(int64_t length) const {
+  return RotaryEncodingImpl::kv_cacheable(length) && length <= static_cast<int64_t>(16 * scale_base_);
+}
+
+std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate_scaled(const torch::Tensor& q, const torch::Tensor& k,
+                                                                        const torch::Tensor& positions,
+                                                                        const torch::Tensor& centred) {
   auto [cos, sin] = cos_sin(positions, q.device());  // rotation angles use the un-centred positions
-  auto up = xpos_scale(xpos_centred(positions), head_dim_, scale_base_);  // (T, hs/2) zeta^(n/gamma)
+  auto up = xpos_scale(centred, head_dim_, scale_base_);  // (T, hs/2) zeta^(n/gamma)
   auto s_q = up.to(torch::kFloat).to(q.device()), s_k = up.reciprocal().to(torch::kFloat).to(q.device());
   return {apply_rotary(q, cos * s_q, sin * s_q), apply_rotary(k, cos * s_k, sin * s_k)};
 }

@@ -16,6 +16,9 @@ class RotaryEncodingImpl : public PositionalEncodingImpl {
                                                  const torch::Tensor& positions) override;
   std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
   void set_rope_scaling(const RopeScaling& scaling) override;
+  // Dynamic NTK's frequencies follow the current length, so keys rotated earlier go stale.
+  bool kv_cacheable(int64_t length) const override;
+  RopeScaling rope_scaling() const override;
 
  protected:
   // cos and sin (T, rot_dims/2) at these positions, from a table cached on `device`.
@@ -38,9 +41,18 @@ class XposEncodingImpl : public RotaryEncodingImpl {
       : RotaryEncodingImpl(head_dim, base, head_dim, "xpos"), scale_base_(scale_base) {}
   std::pair<torch::Tensor, torch::Tensor> rotate(const torch::Tensor& q, const torch::Tensor& k,
                                                  const torch::Tensor& positions) override;
+  // Un-centred scales (centre 0): the centre cancels in q.k, so cached keys keep their scale and
+  // the logits match the centred full forward to float rounding.
+  std::pair<torch::Tensor, torch::Tensor> rotate_cached(const torch::Tensor& q, const torch::Tensor& k,
+                                                        const torch::Tensor& positions) override;
+  // Up to 16 gamma tokens: zeta^(-p/gamma) >= 0.286^-16 ~ 5e8 stays well inside float32's range.
+  bool kv_cacheable(int64_t length) const override;
   std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
 
  private:
+  // q and k rotated, q's pairs scaled by zeta^((p - centre)/gamma) and k's by its reciprocal.
+  std::pair<torch::Tensor, torch::Tensor> rotate_scaled(const torch::Tensor& q, const torch::Tensor& k,
+                                                        const torch::Tensor& positions, const torch::Tensor& centred);
   double scale_base_;
 };
 

@@ -1,0 +1,82 @@
+// Spreading a grid over a cluster: which shard this process runs (flag or scheduler variables),
+// and the experiment saved beside its cells so the shards' results can be aggregated anywhere.
+#include <cstdlib>
+
+#include "config/config.h"
+#include "experiment/experiment.h"
+
+namespace poslab {
+using nlohmann::json;
+
+Shard shard_from(const std::string& flag) {
+  auto number = [](const std::string& text, const std::string& what) {
+    size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != text.size() || v < 0) throw ConfigError(what + ": expected a non-negative integer, got '" + text + "'");
+    return static_cast<int>(v);
+  };
+  Shard s;
+  std::string where;
+  if (!flag.empty()) {
+    const auto slash = flag.find('/');
+    if (slash == std::string::npos) throw ConfigError("--shard " + flag + ": expected K/N, e.g. 0/4");
+    where = "--shard " + flag;
+    s.index = number(flag.substr(0, slash), where);
+    s.count = number(flag.substr(slash + 1), where);
+  } else if (const char* id = std::getenv("SLURM_ARRAY_TASK_ID")) {
+    const char* count = std::getenv("SLURM_ARRAY_TASK_COUNT");
+    if (!count) throw ConfigError("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not");
+    where = "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT";
+    s.index = number(id, "SLURM_ARRAY_TASK_ID");
+    if (const char* min = std::getenv("SLURM_ARRAY_TASK_MIN")) s.index -= number(min, "SLURM_ARRAY_TASK_MIN");
+    s.count = number(count, "SLURM_ARRAY_TASK_COUNT");
+  } else if (const char* index = std::getenv("JOB_COMPLETION_INDEX")) {
+    const char* count = std::getenv("POSLAB_SHARD_COUNT");
+    if (!count) throw ConfigError("JOB_COMPLETION_INDEX is set but POSLAB_SHARD_COUNT (the Job's completions) is not");
+    where = "JOB_COMPLETION_INDEX/POSLAB_SHARD_COUNT";
+    s.index = number(index, "JOB_COMPLETION_INDEX");
+    s.count = number(count, "POSLAB_SHARD_COUNT");
+  } else {
+    return s;
+  }
+  if (s.count < 1 || s.index < 0 || s.index >= s.count)
+    throw ConfigError(where + ": shard " + std::to_string(s.index) + " of " + std::to_string(s.count) +
+                      " is out of range (0 <= K < N)");
+  return s;
+}
+
+json experiment_to_json(const Experiment& e) {
+  json cells = json::array();
+  for (const auto& c : e.cells)
+    cells.push_back({{"name", c.name}, {"group", c.group}, {"settings", c.settings}, {"error", c.error}});
+  json variants = json::array();
+  for (const auto& v : e.eval_grid) variants.push_back({{"name", v.name}, {"overrides", v.overrides}});
+  return {{"name", e.name}, {"path", e.path},   {"description", e.description}, {"grid", e.grid},
+          {"group_keys", e.group_keys}, {"cells", cells}, {"eval_grid", variants}};
+}
+
+Experiment experiment_from_json(const json& j, const std::string& where) {
+  try {
+    Experiment e;
+    e.name = j.at("name").get<std::string>();
+    e.path = j.at("path").get<std::string>();
+    e.description = j.at("description").get<std::string>();
+    e.grid = j.at("grid");
+    e.group_keys = j.at("group_keys").get<std::vector<std::string>>();
+    for (const auto& c : j.at("cells"))
+      e.cells.push_back({c.at("name").get<std::string>(), c.at("group").get<std::string>(), c.at("settings"), json(),
+                         c.at("error").get<std::string>()});
+    for (const auto& v : j.at("eval_grid"))
+      e.eval_grid.push_back({v.at("name").get<std::string>(), v.at("overrides").get<std::vector<std::string>>()});
+    return e;
+  } catch (const json::exception& err) {
+    throw ConfigError(where + ": not an experiment.json written by poslab compare (" + std::string(err.what()) + ")");
+  }
+}
+
+}  // namespace poslab

@@ -1,0 +1,54 @@
+// Starting a run from another run's weights: compatibility checks, then the weights alone (the
+// optimizer state, step and RNG of the source stay behind: the new run is a new run).
+#include "train/init_from.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "train/run_dir.h"
+#include "util/files.h"
+
+namespace poslab {
+
+InitSource read_init_source(const std::string& dir, Config& c) {
+  const std::string flag = "--init-from " + dir + ": ";
+  RunPaths paths{dir};
+  if (!is_run_dir(dir)) throw ConfigError(flag + "no run here (config.json is missing)");
+  if (!file_exists(paths.checkpoint())) throw ConfigError(flag + "no checkpoint.pt (the run stopped before its first checkpoint)");
+  InitSource s{dir, config_from_json(read_json_file(paths.config())), CharTokenizer::from_json(read_json_file(paths.vocab()))};
+  const auto &from = s.config.model, &to = c.model;
+  auto same = [&](const char* key, const auto& there, const auto& here) {
+    if (there == here) return;
+    std::ostringstream msg;
+    msg << std::boolalpha << flag << key << " is " << there << " there but " << here << " here (the weights would not fit)";
+    throw ConfigError(msg.str());
+  };
+  same("model.n_layer", from.n_layer, to.n_layer);
+  same("model.n_embd", from.n_embd, to.n_embd);
+  same("model.n_head", from.n_head, to.n_head);
+  same("model.bias", from.bias, to.bias);
+  same("model.pos_encoding.kind", from.pos_encoding.kind, to.pos_encoding.kind);
+  auto& rs = c.model.pos_encoding.rope_scaling;
+  if (rs.kind != "none" && rs.original_length == 0) rs.original_length = from.block_size;
+  return s;
+}
+
+void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tokenizer) {
+  const std::string flag = "--init-from " + s.dir + ": ";
+  if (tokenizer.to_json() != s.tokenizer.to_json())
+    throw ConfigError(flag + "its vocabulary (" + std::to_string(s.tokenizer.size()) + " symbols) differs from this config's data (" +
+                      std::to_string(tokenizer.size()) + " symbols); token ids would mean other characters");
+  // A bounded table (learned positions) holds one trained row per position: there is nothing to
+  // fill new rows with, and interpolating rows is not what the encoding learned.
+  auto source_pos = make_positional({s.config.model.pos_encoding, s.config.model.n_embd, s.config.model.n_head,
+                                     s.config.model.block_size});
+  const int64_t had = source_pos->max_positions(), want = model->pos->max_positions();
+  if (had >= 0 && want != had)
+    throw ConfigError(flag + "a " + model->pos->kind() + " position table cannot grow from " + std::to_string(had) +
+                      " to " + std::to_string(want) + " rows: there are no trained rows for the new positions " +
+                      "(keep model.block_size at " + std::to_string(s.config.model.block_size) +
+                      ", or fine-tune an encoding without a table, e.g. rope)");
+  load_checkpoint_weights(RunPaths{s.dir}.checkpoint(), model);
+}
+
+}  // namespace poslab

@@ -1,0 +1,59 @@
+// The training memory estimate: weights x4 (weights, gradients, two AdamW moments) plus the
+// activations backward keeps. Deliberately simple and a little generous; it only has to catch
+// runs that cannot possibly fit, with numbers a user can act on.
+#include "train/memory_estimate.h"
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+namespace poslab {
+
+MemoryEstimate estimate_training_memory(const Config& c) {
+  const auto& m = c.model;
+  const int64_t C = m.n_embd, L = m.n_layer, H = m.n_head, T = m.block_size, V = std::max(1, m.vocab_size);
+  const int64_t B = c.train.batch_size;
+  MemoryEstimate e;
+  // Per block: qkv (3C^2) + projection (C^2) + MLP (8C^2) + norms; token table V*C; a learned table T*C.
+  e.params = L * (12 * C * C + 4 * C) + V * C + T * C + 2 * C;
+  e.weights_bytes = e.params * 4 * 4;
+  // Per block and token, backward keeps ~34 values of width C (nanoGPT-style accounting), plus the
+  // (H, T, T) attention probabilities and scores; logits (B, T, V) twice (softmax and its gradient).
+  const int64_t per_block = B * T * C * 34 + B * H * T * T * 2;
+  e.activations_bytes = (L * per_block + 2 * B * T * V) * 4;
+  return e;
+}
+
+int64_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t value = 0;
+  std::string unit;
+  while (in >> key >> value >> unit)
+    if (key == "MemAvailable:") return value * 1024;
+  return -1;
+}
+
+std::string format_bytes(int64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= (1LL << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", b / (1LL << 30));
+  else std::snprintf(buf, sizeof buf, "%.0f MiB", b / (1LL << 20));
+  return buf;
+}
+
+void check_training_fits(const Config& c) {
+  if (c.device == "cuda") return;  // the GPU's memory is not /proc/meminfo's
+  const auto e = estimate_training_memory(c);
+  const int64_t available = available_memory_bytes();
+  if (available <= 0 || e.total() <= available) return;
+  std::ostringstream msg;
+  msg << "model too large for this machine: training needs ~" << format_bytes(e.total()) << " (" << e.params / 1000000
+      << "M parameters: " << format_bytes(e.weights_bytes) << " for weights, gradients and AdamW; "
+      << format_bytes(e.activations_bytes) << " of activations at batch " << c.train.batch_size << " x "
+      << c.model.block_size << " tokens), " << format_bytes(available)
+      << " available; reduce model.n_embd, model.n_layer, train.batch_size or model.block_size";
+  throw ConfigError(msg.str());
+}
+
+}  // namespace poslab

@@ -1,0 +1,122 @@
+// Generation with a KV cache gives the tokens and logits of a full forward over the whole prefix,
+// for every encoding: random (untrained) tiny models with every parameter, biases and position
+// tables included, perturbed away from their zero or constant initialisation.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "model/generate.h"
+#include "test_models.h"
+
+using namespace poslab;
+
+static GPT random_model(const std::string& kind, int block_size = 16, double rotary_fraction = 1.0) {
+  ModelConfig m = poslab::testing::tiny(kind);
+  m.block_size = block_size, m.bias = true;
+  m.pos_encoding.rotary_fraction = rotary_fraction;
+  m.pos_encoding.scale_base = 4.0;  // xpos: a strong decay, so a wrong key scale shows in the logits
+  torch::manual_seed(3);
+  GPT model(m);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.3);  // CoPE's zero table, zero biases, ...
+  model->eval();
+  return model;
+}
+
+static std::vector<int64_t> prompt() { return {1, 5, 2, 7, 3}; }
+
+// Cached vs recomputed generation: same tokens; returns the largest logit difference over all steps.
+static double compare_generation(GPT& model, int64_t tokens, GenerateStats* cached_stats = nullptr) {
+  std::vector<torch::Tensor> with_cache, without;
+  GenerateOptions o{tokens, /*temperature=*/0.0, /*top_k=*/0, /*use_cache=*/true};
+  auto a = generate(model, prompt(), o, [&](int64_t, const torch::Tensor& l) { with_cache.push_back(l.clone()); },
+                    cached_stats);
+  o.use_cache = false;
+  auto b = generate(model, prompt(), o, [&](int64_t, const torch::Tensor& l) { without.push_back(l.clone()); });
+  EXPECT_EQ(a, b);
+  double worst = 0;
+  for (size_t i = 0; i < with_cache.size(); ++i)
+    worst = std::max(worst, (with_cache[i] - without[i]).abs().max().item<double>());
+  return worst;
+}
+
+class EveryKindCached : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(EveryKindCached, GreedyTokensAndLogitsMatchFullForward) {
+  const auto kind = GetParam();
+  auto model = kind == "rope_half" ? random_model("rope", 16, 0.5) : random_model(kind);
+  GenerateStats stats;
+  const double worst = compare_generation(model, /*tokens=*/11, &stats);  // 5 + 11 = 16 = block_size
+  std::cout << "[ kv cache ] " << kind << ": largest logit difference " << worst << "\n";
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_EQ(stats.cached_steps, 11) << "every kind caches within block_size";
+}
+
+TEST_P(EveryKindCached, ChunkedPrefillMatchesFullForward) {
+  // Several new queries at once against cached keys: the rectangular mask and bias rows.
+  const auto kind = GetParam();
+  auto model = kind == "rope_half" ? random_model("rope", 16, 0.5) : random_model(kind);
+  torch::InferenceMode guard;
+  auto idx = torch::randint(0, 11, {2, 14}, torch::kLong);  // (B, T)
+  auto full = model->forward(idx);                           // (B, T, V)
+  KVCache cache(2);
+  auto first = model->forward_cached(idx.slice(1, 0, 6), cache);  // (B, 6, V)
+  auto second = model->forward_cached(idx.slice(1, 6, 9), cache);
+  auto third = model->forward_cached(idx.slice(1, 9), cache);
+  EXPECT_EQ(cache.length, 14);
+  const double worst = (torch::cat({first, second, third}, 1) - full).abs().max().item<double>();
+  EXPECT_LT(worst, 1e-4) << kind;
+}
+
+static std::vector<std::string> kinds_and_variants() {
+  auto out = kEncodingKinds;
+  out.push_back("rope_half");  // rotary_fraction 0.5
+  return out;
+}
+INSTANTIATE_TEST_SUITE_P(Kinds, EveryKindCached, ::testing::ValuesIn(kinds_and_variants()));
+
+TEST(KVCache, GenerationPastBlockSizeKeepsCachingForExtrapolatingKinds) {
+  for (const std::string kind : {"alibi", "rope", "t5", "cope"}) {
+    auto model = random_model(kind);
+    GenerateStats stats;
+    const double worst = compare_generation(model, /*tokens=*/40, &stats);  // to 45 tokens, block_size 16
+    std::cout << "[ kv cache ] " << kind << " to 45 tokens: largest logit difference " << worst << "\n";
+    EXPECT_LT(worst, 1e-4) << kind;
+    EXPECT_EQ(stats.cached_steps, 40) << kind;
+  }
+}
+
+TEST(KVCache, LearnedTableFallsBackToRecomputeWhenItsWindowSlides) {
+  auto model = random_model("learned");
+  GenerateStats stats;
+  const double worst = compare_generation(model, /*tokens=*/20, &stats);  // 5 + 20 > 16 rows
+  EXPECT_LT(worst, 1e-4);
+  EXPECT_EQ(stats.cached_steps, 12);  // lengths 5..16 fit the table
+  EXPECT_EQ(stats.recompute_steps, 8);
+}
+
+TEST(KVCache, XposFallsBackPastItsScaleRange) {
+  auto model = random_model("xpos");  // scale_base 4: cacheable up to 64 tokens
+  EXPECT_TRUE(model->pos->kv_cacheable(64));
+  EXPECT_FALSE(model->pos->kv_cacheable(65));
+  GenerateStats stats;
+  EXPECT_LT(compare_generation(model, /*tokens=*/70, &stats), 1e-3);
+  EXPECT_EQ(stats.cached_steps, 60);
+}
+
+TEST(KVCache, RandomizedEvaluationPositionsAndDynamicNtkAreNotCacheable) {
+  auto model = random_model("rope");
+  EXPECT_TRUE(model->pos->kv_cacheable(100));
+  model->pos->set_randomize(64, /*eval=*/false);  // training-only draw: evaluation uses 0..T-1
+  EXPECT_TRUE(model->pos->kv_cacheable(32));
+  model->pos->set_randomize(64, /*eval=*/true);
+  EXPECT_FALSE(model->pos->kv_cacheable(8));
+  model->pos->set_randomize(0, false);
+  model->pos->set_rope_scaling({"dynamic_ntk", 2.0, 16});
+  EXPECT_FALSE(model->pos->kv_cacheable(8));
+  model->pos->set_rope_scaling({"linear", 2.0, 16});
+  EXPECT_TRUE(model->pos->kv_cacheable(8));
+  GenerateStats stats;
+  EXPECT_LT(compare_generation(model, 30, &stats), 1e-4);  // linear scaling, past block_size
+  EXPECT_EQ(stats.cached_steps, 30);
+}
