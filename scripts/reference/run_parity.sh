@@ -12,7 +12,9 @@ if [ $# -lt 1 ]; then
 fi
 POSLAB=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
+# POSLAB_PARITY_PYTHON: a Python whose torch is the LibTorch poslab was built against (scripts/libtorch2/).
+if [ -n "${POSLAB_PARITY_PYTHON:-}" ]; then PY=$POSLAB_PARITY_PYTHON
+elif [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
 export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean when run from CTest
 
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
