@@ -32,6 +32,7 @@ cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[i]}" 2>/dev/null || umount -l "${mounts[i]}" || true; done
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM  # so that the EXIT trap unmounts on Ctrl-C and kill too
 bind() {  # bind <host dir> <dir inside the root>
   mkdir -p "$root$2"
   mountpoint -q "$root$2" && umount -l "$root$2"  # left over from a run that was killed
