@@ -125,5 +125,8 @@ expect_fail 2 "--no-cache" -- "$POSLAB" sample --run run --prompt "ab" --no-cach
 check "sample: the KV cache gives the recomputed greedy tokens" \
   test "$("$POSLAB" sample --run run --prompt ab --tokens 60 --temperature 0 2>/dev/null)" = \
        "$("$POSLAB" sample --run run --prompt ab --tokens 60 --temperature 0 --no-cache 2>/dev/null)"
+expect_fail 2 "--generate" -- "$POSLAB" bench -c ok.json --generate 0
+check "bench --generate: cached and recomputed greedy tokens agree, past the learned table too" \
+  bash -c "'$POSLAB' bench -c ok.json --generate 50 2>/dev/null | grep -q 'same tokens: yes'"
 
 finish
