@@ -38,7 +38,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import poslab_data  # noqa: E402
-from poslab_ref import GPT  # noqa: E402
+from poslab_ref import GPT, load_weights  # noqa: E402
 
 
 def compare(name, got, want, rtol, atol):
@@ -80,8 +80,8 @@ def main():
     d = args.fixture_dir
     with open(os.path.join(d, "config.json")) as f:
         config = json.load(f)
-    weights = torch.load(os.path.join(d, "model.pt"))
-    fx = torch.load(os.path.join(d, "fixture.pt"))
+    weights = load_weights(os.path.join(d, "model.pt"))
+    fx = load_weights(os.path.join(d, "fixture.pt"))
     kind = config["model"]["pos_encoding"]["kind"]
     x, y = fx["x"], fx["y"]
     m = config["model"]

@@ -8,7 +8,7 @@ against poslab's (scripts/bench/train_twin.py).
 Parameter names equal poslab's (see src/model/gpt.h), so a run's weights load directly:
 
     cfg = json.load(open("runs/x/config.json"))
-    weights = torch.load("runs/x/model.pt")
+    weights = load_weights("runs/x/model.pt")
     model = GPT(cfg, vocab_size=weights["wte.weight"].shape[0])
     model.load_state_dict(weights)
 
@@ -261,11 +261,24 @@ class GPT(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
 
+def load_weights(path):
+    """A name -> tensor dict written by poslab (model.pt, fixture.pt) with torch::pickle_save.
+
+    Its dicts carry LibTorch's type tags (the global torch.jit._pickle.restore_type_tag), which the
+    weights-only loader of PyTorch >= 2.6 (torch.load's default there) refuses unless allowed; the
+    tag only annotates a dict's key and value types, so it is allowed rather than loading with
+    weights_only=False. Older PyTorch loads the file as it is."""
+    if hasattr(torch.serialization, "add_safe_globals"):  # PyTorch >= 2.4
+        from torch.jit import _pickle as jit_pickle
+        torch.serialization.add_safe_globals([jit_pickle.restore_type_tag])
+    return torch.load(path)
+
+
 def load_run(run_dir, weights_file="model.pt"):
     """(model, config) from a poslab run or fixture directory (config.json + model.pt)."""
     import json
     import os
     with open(os.path.join(run_dir, "config.json")) as f:
         config = json.load(f)
-    weights = torch.load(os.path.join(run_dir, weights_file))
+    weights = load_weights(os.path.join(run_dir, weights_file))
     return GPT.from_weights(config, weights), config
