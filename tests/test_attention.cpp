@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
 
 #include "test_models.h"
 #include "eval/attention_stats.h"
@@ -73,4 +75,30 @@ TEST(AttentionStats, PooledMapsKeepRowsSummingToOne) {
   EXPECT_TRUE(torch::allclose(pooled.sum(-1), torch::ones({2, 4}, torch::kDouble)));
   EXPECT_NEAR(pooled[0][0][0].item<double>(), p[0].slice(0, 0, 3).slice(1, 0, 3).sum().item<double>() / 3, 1e-12);
   EXPECT_TRUE(torch::equal(pool_attention_map(p, 16), p));  // small maps stay as they are
+}
+
+// On LibTorch 2.x training takes the fused kernel (scaled_dot_product_attention, the bias as its
+// attn_mask) and recording takes the explicit path: both must give the same gradients, the learned
+// biases' (t5, kerple, fire) included. On 1.x both paths are the explicit one.
+TEST_P(RecordedKind, FusedAndExplicitPathsGiveTheSameGradients) {
+  torch::manual_seed(0);
+  GPT model(tiny(GetParam()));
+  model->train();  // dropout is 0: the same function in both modes
+  auto idx = torch::randint(0, 11, {3, 20}, torch::kLong);
+  auto grads = [&](bool record) {
+    model->zero_grad();
+    std::unique_ptr<AttentionRecorder> recorder;
+    if (record) recorder = std::make_unique<AttentionRecorder>(model);
+    model->forward(idx).square().mean().backward();
+    std::map<std::string, torch::Tensor> g;
+    for (const auto& p : model->named_parameters()) g[p.key()] = p.value().grad().clone();
+    return g;
+  };
+  const auto fused = grads(false), expl = grads(true);
+  ASSERT_EQ(fused.size(), expl.size());
+  for (const auto& [name, g] : fused) {
+    const double scale = std::max(g.abs().max().item<double>(), 1e-12);
+    EXPECT_LE((g - expl.at(name)).abs().max().item<double>(), 1e-5 * scale + 1e-7) << name;
+  }
+  for (const auto& p : model->pos->parameters()) EXPECT_GT(p.grad().abs().sum().item<double>(), 0) << "pos parameter without a gradient";
 }

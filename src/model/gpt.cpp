@@ -37,9 +37,13 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   torch::Tensor y;
 #if TORCH_VERSION_MAJOR >= 2
   // Fused kernels: flash attention when only the causal mask applies, else the bias (ALiBi, T5,
-  // KERPLE, Sandwich, FIRE) plus the causal mask as the additive attn_mask. CoPE reads q.k itself,
-  // which no fused kernel exposes: it takes the explicit path below, as does recording the probabilities.
-  if (!pos->needs_scores() && record_probs == nullptr) {
+  // KERPLE, Sandwich, FIRE) plus the causal mask as the additive attn_mask (a learned bias gets its
+  // gradient through it). CoPE reads q.k itself, which no fused kernel exposes: it takes the explicit
+  // path below, as does recording the probabilities. So does bf16 on the CPU: there LibTorch 2.6's
+  // kernels train 13-30x (causal) and 2-4x (with a bias) slower than the explicit path at T 64-512,
+  // while in fp32 they are as fast or faster (docs/libtorch2.md).
+  const bool fused_fast = q.is_cuda() || q.scalar_type() == torch::kFloat;
+  if (!pos->needs_scores() && record_probs == nullptr && fused_fast) {
     if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
     else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
   }

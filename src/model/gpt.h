@@ -29,7 +29,7 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   // (T_k = cached + T); null: attention over x alone (T_k = T).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
                         bool causal_only, LayerKV* kv = nullptr);
-  // softmax(scale q.k^T (+ the scores hook) + attn_bias) v: every LibTorch 1.x run, and CoPE on 2.x.
+  // softmax(scale q.k^T (+ the scores hook) + attn_bias) v: every LibTorch 1.x run; on 2.x CoPE, recording, bf16 on the CPU.
   torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& attn_bias, bool causal_only, double p_drop);
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
