@@ -42,6 +42,7 @@ in_root() { chroot "$root" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/loc
               DEBIAN_FRONTEND=noninteractive CI="${CI:-}" "$@"; }
 
 stamp="$root/.poslab-packages"
+t0=$(date +%s)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${packages[*]}" ]; then
   mkdir -p "$(dirname "$root")"
   free_mb=$(df -Pm "$(dirname "$root")" | awk 'NR == 2 {print $4}')
@@ -51,17 +52,20 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "${packages[*]}" ]; then
       || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap; }; }
     log "debootstrap trixie into $root from $mirror"
     rm -rf "$root.partial"
-    debootstrap --variant=minbase trixie "$root.partial" "$mirror" || die "debootstrap failed (see $root.partial/debootstrap/debootstrap.log)"
+    debootstrap --variant=minbase trixie "$root.partial" "$mirror" > "$(dirname "$root")/debootstrap.log" 2>&1 \
+      || { tail -20 "$(dirname "$root")/debootstrap.log"; die "debootstrap failed (log: $(dirname "$root")/debootstrap.log)"; }
+    if grep -q " $root[/ ]" /proc/mounts; then die "something is still mounted under $root; unmount it first"; fi
     rm -rf "$root" && mv "$root.partial" "$root"
   fi
   log "installing ${packages[*]}"
   bind /proc /proc; bind /sys /sys; bind /dev /dev
   cp /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
-  in_root apt-get update -q
-  in_root apt-get install -y -q --no-install-recommends "${packages[@]}"
-  in_root apt-get clean
+  apt_log="$(dirname "$root")/debian13-apt.log"
+  { in_root apt-get update -q && in_root apt-get install -y -q --no-install-recommends "${packages[@]}" && in_root apt-get clean; } \
+    > "$apt_log" 2>&1 || { tail -30 "$apt_log"; die "installing packages in the root failed (log: $apt_log)"; }
   echo "${packages[*]}" > "$stamp"
   cleanup; mounts=()
+  log "root ready in $(( $(date +%s) - t0 )) s"
 fi
 
 in_root dpkg-query -W -f='${Package} ${Version}\n' libtorch-dev python3-torch g++ cmake | sed 's/^/   /'
