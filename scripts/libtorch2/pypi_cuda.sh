@@ -14,6 +14,7 @@ need_mb=12000  # the wheel and its nvidia-* dependencies: ~6 GB installed, as mu
 die() { echo "pypi_cuda: ERROR: $*" >&2; exit 1; }
 log() { echo "== pypi_cuda: $*"; }
 py=${POSLAB_PYTHON:-python3}
+export PYTHONWARNINGS=ignore  # torch warns on import that the venv has no numpy (poslab needs none)
 command -v "$py" >/dev/null || die "no $py on PATH (set POSLAB_PYTHON)"
 
 if [ ! -f "$venv/.poslab-installed" ] || [ "$(cat "$venv/.poslab-installed")" != "$wheel" ]; then
@@ -46,7 +47,12 @@ log "toolkit here: $("$nvcc" --version | tail -1)"
 prefix=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 start=$(date +%s)
 mkdir -p "$build"
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+# The wheel ships its own fmt headers (11.x) in torch/include, which LibTorch's -isystem puts ahead of
+# /usr/include; Debian's spdlog needs Debian's fmt (9.x). A directory holding only a link to Debian's
+# fmt, passed with -I (searched before every -isystem), gives spdlog its own fmt back.
+shim="$PWD/$build/debian-fmt"
+mkdir -p "$shim" && ln -sfn /usr/include/fmt "$shim/fmt"
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-I$shim" \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCUDAToolkit_ROOT="$(dirname "$(dirname "$nvcc")")" > "$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; die "configure failed"; }
 grep -iE 'cuda|warn' "$build/configure.log" | sed 's/^/   /' | head -20 || true
