@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "eval/evaluator.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -328,6 +329,13 @@ TEST(InitFrom, FineTunesAtALongerContextWithTheScalingOn) {
   auto a = ft.model->named_parameters(), b = src.model->named_parameters();
   for (const auto& p : a) EXPECT_TRUE(torch::allclose(p.value(), b[p.key()], 0, 1e-6)) << p.key();
   EXPECT_TRUE(std::filesystem::exists(RunPaths{dir.sub("ft")}.init_from()));
+  // Evaluation keeps the trained-with scaling unless asked otherwise.
+  EvalOptions eo;
+  eo.lengths = {12};
+  eo.batches = 1;
+  EXPECT_EQ(evaluate_run(dir.sub("ft"), eo)["rope_scaling"]["kind"], "linear");
+  eo.rope_scaling = RopeScalingConfig{};  // an explicit "none"
+  EXPECT_EQ(evaluate_run(dir.sub("ft"), eo)["rope_scaling"], "none");
 }
 
 TEST(InitFrom, RefusesMismatchesAndLeavesNothingBehind) {

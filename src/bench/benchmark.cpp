@@ -196,7 +196,7 @@ std::string format_generation_benchmark(const json& r) {
   const auto &a = r["cached"], &b = r["recompute"];
   std::snprintf(buf, sizeof buf,
                 "poslab bench --generate: %s, %d threads, %s, %lld tokens after a %lld-token prompt (block_size %d)\n"
-                "  kv cache   %10.1f tok/s   (%lld cached steps, %lld recomputed: past what the encoding caches)\n"
+                "  kv cache   %10.1f tok/s   (%lld steps from the cache, %lld by recompute where the encoding allows none)\n"
                 "  recompute  %10.1f tok/s   -> cache speed-up %.1fx, same tokens: %s\n",
                 r["device"].get<std::string>().c_str(), r["threads"].get<int>(),
                 r["config"]["pos_encoding"].get<std::string>().c_str(), static_cast<long long>(r["tokens"].get<int64_t>()),

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "eval/evaluator.h"
+#include "train/run_dir.h"
 #include "train/trainer.h"
 #include "util/signals.h"
 
@@ -43,7 +44,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--out,-o", o->out, "Run directory (default runs/<config name>-<encoding>)");
   cmd->add_option("--resume", o->resume, "Continue the run in this directory from its checkpoint");
   cmd->add_option("--init-from", o->init_from,
-                  "Start a new run from this run's weights (new optimizer and schedule; e.g. a longer block_size)");
+                  "Start a new run from this run's weights (new optimizer and schedule; e.g. a longer block_size); "
+                  "without --config, from its config too (default --out: RUN-ft)");
   cmd->add_option("--stop-at", o->stop_at, "Checkpoint and stop before this step (resume later with --resume)")
       ->check(CLI::PositiveNumber);
   cmd->callback([o] {
@@ -57,10 +59,18 @@ void add_train(CLI::App& app) {
       dir = o->resume;
       result = train_resume(dir, o->stop_at);
     } else {
-      if (o->config.empty()) throw ConfigError("train: --config FILE or --resume DIR is required");
-      Config c = load_config(o->config, o->sets);
-      dir = o->out.empty() ? "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind
-                           : o->out;
+      if (o->config.empty() && o->init_from.empty())
+        throw ConfigError("train: --config FILE, --init-from RUN or --resume DIR is required");
+      // --init-from without --config: the source run's resolved config, changed by --set.
+      if (o->config.empty() && !is_run_dir(o->init_from))
+        throw ConfigError("--init-from " + o->init_from + ": no run here (config.json is missing)");
+      const std::string file = o->config.empty() ? RunPaths{o->init_from}.config() : o->config;
+      Config c = load_config(file, o->sets);
+      auto source = std::filesystem::path(o->init_from).lexically_normal();
+      if (!source.has_filename()) source = source.parent_path();  // "runs/x/" names runs/x
+      if (!o->out.empty()) dir = o->out;
+      else if (o->config.empty()) dir = source.string() + "-ft";
+      else dir = "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind;
       result = train_new(c, dir, o->stop_at, o->init_from);
     }
     if (result.status == "interrupted") std::exit(stop_requested() ? 130 : 0);  // --stop-at is no failure

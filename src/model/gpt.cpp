@@ -157,6 +157,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
 
 torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cache) {
   const auto past = cache.length, T = idx_new.size(1);
+  pos->check_length(past + T);  // a learned table's end: PositionLimitError, as forward() raises
   if (cache.layers.size() != h->size()) cache.layers.assign(h->size(), LayerKV{});
   const auto opts = torch::TensorOptions().dtype(torch::kLong).device(idx_new.device());
   const auto positions = torch::arange(past, past + T, opts);  // (T_new,): the new tokens' true positions

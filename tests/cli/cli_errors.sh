@@ -112,6 +112,9 @@ expect_fail 2 "$PE.rope_scaling.factor must be >= 1" -- "$POSLAB" train -c ok.js
 check "no run directory left behind by a refused --init-from" test ! -e r4
 "$POSLAB" train -c ok.json --init-from run --out r5 >/dev/null 2>&1
 check "--init-from with the same shapes trains and records its source" grep -q '"run": "run"' r5/init_from.json
+"$POSLAB" train --init-from run --set train.max_iters=2 >/dev/null 2>&1
+check "--init-from without --config takes the run's config, into RUN-ft" grep -q '"max_iters": 2' run-ft/config.json
+expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train --init-from nowhere --out r4
 
 # sample: bad flags; greedy output identical with and without the KV cache, past block_size (40) too.
 expect_fail 2 "--tokens" -- "$POSLAB" sample --run run --prompt "ab" --tokens 0
@@ -122,5 +125,8 @@ expect_fail 2 "--no-cache" -- "$POSLAB" sample --run run --prompt "ab" --no-cach
 check "sample: the KV cache gives the recomputed greedy tokens" \
   test "$("$POSLAB" sample --run run --prompt ab --tokens 60 --temperature 0 2>/dev/null)" = \
        "$("$POSLAB" sample --run run --prompt ab --tokens 60 --temperature 0 --no-cache 2>/dev/null)"
+expect_fail 2 "--generate" -- "$POSLAB" bench -c ok.json --generate 0
+check "bench --generate: cached and recomputed greedy tokens agree, past the learned table too" \
+  bash -c "'$POSLAB' bench -c ok.json --generate 50 2>/dev/null | grep -q 'same tokens: yes'"
 
 finish

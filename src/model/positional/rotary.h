@@ -45,7 +45,9 @@ class XposEncodingImpl : public RotaryEncodingImpl {
   // the logits match the centred full forward to float rounding.
   std::pair<torch::Tensor, torch::Tensor> rotate_cached(const torch::Tensor& q, const torch::Tensor& k,
                                                         const torch::Tensor& positions) override;
-  // Up to 16 gamma tokens: zeta^(-p/gamma) >= 0.286^-16 ~ 5e8 stays well inside float32's range.
+  // Up to 16 gamma tokens: an un-centred key scale zeta^(-p/gamma) <= 0.286^-16 ~ 5e8 (and the query's
+  // reciprocal) stays well inside float32's range; past that, generation recomputes (centred) instead.
+  // torchscale keeps un-transformed keys and re-applies the centred scales to the whole cache each step.
   bool kv_cacheable(int64_t length) const override;
   std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
 
