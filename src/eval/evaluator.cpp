@@ -10,7 +10,9 @@
 
 #include "data/tasks.h"
 #include "train/run_dir.h"
+#include "train/memory_estimate.h"
 #include "util/files.h"
+#include "util/stage.h"
 
 namespace poslab {
 using nlohmann::json;
@@ -155,10 +157,14 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
                                                     {"factor", scaling.factor},
                                                     {"original_length", scaling.original_length}}
                                              : json("none");
-  json results = json::array();
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
+    if (rt.device.is_cpu()) check_evaluation_fits(c, corpus.tokens_at(length));  // every length, before any work
+  }
+  json results = json::array();
+  for (int length : o.lengths) {
     const int64_t tokens = corpus.tokens_at(length);
+    Stage stage("evaluation at " + std::to_string(tokens) + " tokens");
     json r;
     try {
       model->pos->check_length(tokens);

@@ -97,7 +97,8 @@ struct GPTImpl : torch::nn::Module {
   // Without autograd (evaluation), attention whose scores would exceed attention_budget_bytes runs in
   // blocks of queries sized to fit it; query_block > 0 fixes the block instead (tests). Training, and
   // recording probabilities (eval/attention_stats), always attend whole.
-  int64_t attention_budget_bytes = int64_t{64} << 20;
+  static constexpr int64_t kDefaultAttentionBudget = int64_t{64} << 20;
+  int64_t attention_budget_bytes = kDefaultAttentionBudget;
   int64_t query_block = 0;
   // Queries per attention block for a forward over (B, T) tokens; T when attention runs whole.
   int64_t query_block_for(int64_t B, int64_t T) const;
