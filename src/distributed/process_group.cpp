@@ -14,6 +14,7 @@
 
 #if defined(USE_C10D_GLOO) || defined(USE_C10D_NCCL)
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -74,6 +75,15 @@ std::string local_address_towards(const std::string& host, int port) {
   return out;
 }
 
+// c10d reports through glog (when LibTorch was built with it) in several lines per failure, which
+// poslab already reports in one: only fatal ones stay, unless POSLAB_DEBUG is set. Found at run
+// time, so a LibTorch without glog is no different.
+void quiet_c10d_logging() {
+  const char* debug = std::getenv("POSLAB_DEBUG");
+  if (debug && std::string(debug) != "0") return;
+  if (auto* level = static_cast<int*>(dlsym(RTLD_DEFAULT, "_ZN3fLI17FLAGS_minloglevelE"))) *level = 3;  // FATAL
+}
+
 // A c10d failure as one line: LibTorch's messages carry a stack trace and several lines.
 [[noreturn]] void fail(const Launch& l, const std::string& what, const std::exception& e) {
   std::string msg = e.what();
@@ -115,6 +125,7 @@ class ProcessGroup : public Distributed {
       : l_(launch), device_(device), bucket_bytes_(bucket_bytes),
         rank_rng_(at::make_generator<at::CPUGeneratorImpl>(seed ^ (0x9E3779B97F4A7C15ULL * (launch.rank + 1)))) {
     const std::chrono::milliseconds timeout(1000LL * dist_timeout_s());
+    quiet_c10d_logging();
     guarded(l_, "connecting to MASTER_ADDR=" + l_.master_addr + ":" + std::to_string(l_.master_port), [&] {
       auto store = make_store(l_, timeout);
       if (device.is_cuda()) {
