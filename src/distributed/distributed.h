@@ -38,9 +38,10 @@ class Distributed {
   // True on every rank when true on any: decisions (stop, fail) that every rank must take together.
   virtual bool any(bool value) { return value; }
 
-  // Dropout must differ between ranks, randomized positions must not: the default CPU generator
-  // carries the shared stream (positions), and a forward pass run inside rank_rng_scope() draws
-  // from this rank's own stream instead. Empty here: one process has one stream.
+  // Dropout must differ between ranks, randomized positions must not: positions are drawn from the
+  // CPU generator, whose stream every rank shares, and a forward pass run inside rank_rng_scope()
+  // draws its dropout from this rank's own stream (on the device's generator). Empty here: one
+  // process has one stream.
   struct RngScope {
     virtual ~RngScope() = default;
   };

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef USE_C10D_GLOO
@@ -122,8 +123,13 @@ c10::intrusive_ptr<c10d::Store> make_store(const Launch& l, std::chrono::millise
 class ProcessGroup : public Distributed {
  public:
   ProcessGroup(const Launch& launch, const torch::Device& device, uint64_t seed, int64_t bucket_bytes)
-      : l_(launch), device_(device), bucket_bytes_(bucket_bytes),
-        rank_rng_(at::make_generator<at::CPUGeneratorImpl>(seed ^ (0x9E3779B97F4A7C15ULL * (launch.rank + 1)))) {
+      : l_(launch), device_(device), bucket_bytes_(bucket_bytes) {
+    // This rank's own stream starts from a seed of its own; the device generator is left as it was.
+    auto g = dropout_generator();
+    const auto saved = g.get_state();
+    g.set_current_seed(seed ^ (0x9E3779B97F4A7C15ULL * static_cast<uint64_t>(launch.rank + 1)));
+    rank_rng_ = g.get_state();
+    g.set_state(saved);
     const std::chrono::milliseconds timeout(1000LL * dist_timeout_s());
     quiet_c10d_logging();
     guarded(l_, "connecting to MASTER_ADDR=" + l_.master_addr + ":" + std::to_string(l_.master_port), [&] {
@@ -150,6 +156,10 @@ class ProcessGroup : public Distributed {
       spdlog::info("process group: {} ranks over {} ({}), gradients in buckets of up to {:.1f} MiB, timeout {} s",
                    l_.world_size, device.is_cuda() ? "NCCL" : "Gloo", l_.launcher, bucket_bytes_ / 1048576.0,
                    dist_timeout_s());
+  }
+
+  at::Generator dropout_generator() const {
+    return device_.is_cuda() ? at::globalContext().defaultGenerator(device_) : at::detail::getDefaultCPUGenerator();
   }
 
   int rank() const override { return l_.rank; }
@@ -212,23 +222,24 @@ class ProcessGroup : public Distributed {
 
   bool any(bool value) override { return sum(value ? 1.0 : 0.0) > 0; }
 
+  // Swaps this rank's generator state into the device's default generator (dropout draws there:
+  // the CPU's, or the CUDA device's) and back. States, not generators: the same code for both.
   struct Swap : RngScope {
-    explicit Swap(at::Generator& own) : own_(own), shared_(at::detail::getDefaultCPUGenerator().get_state()) {
-      auto global = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
-      global.set_state(own_.get_state());
+    Swap(at::Generator global, torch::Tensor& own) : global_(std::move(global)), own_(own), shared_(global_.get_state()) {
+      global_.set_state(own_);
     }
     ~Swap() override {
-      auto global = at::detail::getDefaultCPUGenerator();
-      own_.set_state(global.get_state());
-      global.set_state(shared_);
+      own_ = global_.get_state();
+      global_.set_state(shared_);
     }
-    at::Generator& own_;
+    at::Generator global_;
+    torch::Tensor& own_;
     torch::Tensor shared_;
   };
-  std::unique_ptr<RngScope> rank_rng_scope() override { return std::make_unique<Swap>(rank_rng_); }
+  std::unique_ptr<RngScope> rank_rng_scope() override { return std::make_unique<Swap>(dropout_generator(), rank_rng_); }
 
   torch::Tensor gather_rank_rng() override {
-    auto mine = rank_rng_.get_state().to(device_);  // (bytes,) uint8
+    auto mine = rank_rng_.to(device_);  // (bytes,) uint8
     std::vector<torch::Tensor> in{mine};
     std::vector<std::vector<torch::Tensor>> out(1);
     for (int r = 0; r < l_.world_size; ++r) out[0].push_back(torch::empty_like(mine));
@@ -237,7 +248,7 @@ class ProcessGroup : public Distributed {
   }
 
   void restore_rank_rng(const torch::Tensor& states) override {
-    if (states.defined()) rank_rng_.set_state(states[l_.rank].contiguous());
+    if (states.defined()) rank_rng_ = states[l_.rank].contiguous().clone();
   }
 
   void verify_replicas(const std::vector<torch::Tensor>& params, int64_t step) override {
@@ -276,7 +287,7 @@ class ProcessGroup : public Distributed {
   Launch l_;
   torch::Device device_;
   int64_t bucket_bytes_;
-  at::Generator rank_rng_;
+  torch::Tensor rank_rng_;  // this rank's dropout stream: a generator state
   c10::intrusive_ptr<Group> group_;
   Timer window_, total_;
   const bool check_weights_ = std::getenv("POSLAB_DIST_CHECK_WEIGHTS") && std::string(std::getenv("POSLAB_DIST_CHECK_WEIGHTS")) != "0";
