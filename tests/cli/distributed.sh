@@ -126,6 +126,24 @@ check "...and marks the run failed" grep -q '"status": "failed"' killed/summary.
 "$POSLAB" eval --run killed --lengths 8 --batches 1 > /dev/null 2>&1
 check "the last checkpoint loads" test $? -eq 0
 
+# A rank that hangs (stopped, not dead: its sockets stay open) is given up after POSLAB_DIST_TIMEOUT_S.
+port=$(free_port)
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=4 \
+    "$POSLAB" train -c long.json --out hung > hung.r$r 2>&1 &
+  pids[$r]=$!
+done
+for _ in $(seq 1 300); do [ -f hung/checkpoint.pt ] && break; sleep 0.1; done
+kill -STOP "${pids[1]}"
+start=$(date +%s)
+wait "${pids[0]}"
+status=$? took=$(( $(date +%s) - start ))
+kill -KILL "${pids[1]}"
+wait "${pids[1]}" 2> /dev/null
+check "a hung peer: rank 0 exits 1 (got $status)" test "$status" -eq 1
+check "...after the 4 s timeout, not much later (took ${took} s)" test "$took" -le 10
+check "...saying it timed out, in one line" bash -c 'grep -q "^poslab: failed: distributed (rank 0 of 2): .*Timed out" hung.r0 && [ $(grep -c "poslab:" hung.r0) -eq 1 ]'
+
 # torchrun (Debian 12's 1.13 wants the underscore flags, and -r/-t set: its default of 0 crashes on
 # Python 3.11). Its agent owns MASTER_PORT; the ranks join as store clients. Same ranks, same layout:
 # the very losses of the direct launch.
@@ -136,5 +154,15 @@ if [ -x /usr/bin/torchrun ] && /usr/bin/torchrun --help > /dev/null 2>&1; then
   check "torchrun logs the direct launch's losses exactly" losses_match two/metrics.jsonl via-torchrun/metrics.jsonl 0
 else
   echo "note: /usr/bin/torchrun missing or broken (python3-torch): its launch is not tested here"
+fi
+# Open MPI's mpirun: ranks from OMPI_COMM_WORLD_*, the store address passed with -x.
+if command -v mpirun > /dev/null; then
+  as_root=(); [ "$(id -u)" -eq 0 ] && as_root=(--allow-run-as-root)
+  mpirun "${as_root[@]}" --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(free_port)" \
+    "$POSLAB" train -c tiny.json --out via-mpirun > mpirun.log 2>&1
+  check "mpirun with two ranks finishes (exit $?)" test -f via-mpirun/model.pt
+  check "mpirun logs the direct launch's losses exactly" losses_match two/metrics.jsonl via-mpirun/metrics.jsonl 0
+else
+  echo "note: no mpirun (openmpi-bin): its launch is not tested here"
 fi
 finish
