@@ -126,7 +126,7 @@ torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch
     fused_adamw_step(optimizer, grads, grad_clip);
     return loss;
   }
-  if (grads.size() > 1) sum_shard_grads(params, grads);
+  sum_shard_grads(params, grads);  // also with one "shard": .grad() then takes the all-reduced gradient
   if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, grad_clip);
   optimizer.step();
   return loss;

@@ -74,6 +74,11 @@ rnd="--set model.pos_encoding.randomize.max_position=64"
 ranks2 two-rnd -- train -c tiny.json $rnd --out two-rnd
 check "randomized positions: two ranks log the single-process losses" losses_match single-rnd/metrics.jsonl two-rnd/metrics.jsonl 1e-5
 
+# LibTorch's clipping and AdamW (not the fused CPU pass) read the all-reduced .grad() too.
+"$POSLAB" train -c tiny.json --set train.fused_adamw=false --out single-unfused > /dev/null 2>&1
+ranks2 two-unfused -- train -c tiny.json --set train.fused_adamw=false --out two-unfused
+check "LibTorch's AdamW: two ranks log the single-process losses" losses_match single-unfused/metrics.jsonl two-unfused/metrics.jsonl 1e-5
+
 # (c) Exact resume under two ranks, with dropout (each rank's own RNG stream is in the checkpoint).
 drop="--set model.dropout=0.1"
 ranks2 straight -- train -c tiny.json $drop --out straight
