@@ -152,3 +152,27 @@ TEST(MemoryEstimate, ParametersMatchTheModelWithinFivePercent) {
   huge.model.n_embd = 65536, huge.model.n_layer = 8, huge.model.vocab_size = 100;
   EXPECT_THROW(check_training_fits(huge), ConfigError);  // ~7 TB: no machine this runs on has it
 }
+
+TEST(MemoryEstimate, EvaluationGrowsLinearlyInLengthOnceAttentionIsBlocked) {
+  Config c;
+  c.model = tiny("alibi");
+  c.model.n_embd = 128, c.model.n_head = 4, c.model.n_layer = 4, c.model.vocab_size = 65;
+  const int64_t budget = int64_t{64} << 20;
+  auto bytes = [&](int64_t T) { return estimate_evaluation_memory(c, T, budget).total(); };
+  // Past the length where the whole (H, T, T) scores exceed the budget, doubling T adds the same
+  // per-token activations each time: second differences vanish (no T^2 term).
+  const int64_t a = bytes(16384), b = bytes(32768), d = bytes(65536);
+  EXPECT_EQ(d - b, 2 * (b - a));
+  // The per-token part is the residual stream and friends (16 C) plus the logits (3 V), fp32.
+  EXPECT_EQ(b - a, 16384 * (16 * 128 + 3 * 65) * 4);
+  // Short sequences: the whole scores, 3 fp32 copies of (H, T, T), when they fit the budget.
+  EXPECT_EQ(bytes(64) - estimate_evaluation_memory(c, 64, 0).total(), 4 * 64 * 64 * 4 * 3);
+  // A 4-layer, 128-wide model at 65,536 tokens stays under 1 GiB: evaluable on a laptop.
+  EXPECT_LT(d, int64_t{1} << 30);
+  try {
+    check_evaluation_fits(c, 4'000'000'000LL);  // ~32 TB of activations
+    ADD_FAILURE() << "an evaluation that cannot fit must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("evaluation at 4000000000 tokens needs ~"), std::string::npos) << e.what();
+  }
+}

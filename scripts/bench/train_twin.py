@@ -115,6 +115,8 @@ def main():
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--losses", action="store_true", help="also write every step's train loss to the JSON "
                     "(to compare with poslab's metrics.jsonl at train.log_interval=1)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x; TorchInductor "
+                    "generates C++ for the CPU; the warm-up steps absorb the compilation)")
     ap.add_argument("--log-interval", type=int, default=None, help="print the loss every this many steps "
                     "(default: about ten lines)")
     args = ap.parse_args()
@@ -142,7 +144,13 @@ def main():
     torch.manual_seed(config["seed"])
     model = GPT(config, vocab_size=corpus.vocab_size)
     model.train()
-    optimizer = make_optimizer(model, t)
+    optimizer = make_optimizer(model, t)  # on the module's own parameters, which compile() shares
+    forward = model
+    if args.compile:
+        if not hasattr(torch, "compile"):
+            print(f"--compile needs PyTorch 2.x; this is {torch.__version__}", file=sys.stderr)
+            return 2
+        forward = torch.compile(model)
     rng = poslab_data.Rng(config["seed"])
 
     log_every = args.log_interval or max(1, steps // 10)
@@ -161,7 +169,7 @@ def main():
         x, y = corpus.batch("train", t["batch_size"], rng)
         t0 = time.perf_counter()
         with autocast(bf16):
-            logits = model(x)
+            logits = forward(x)
             loss = GPT.loss(logits, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -185,7 +193,8 @@ def main():
 
     val_loss = estimate_val_loss(model, corpus, config, bf16)
     result = {
-        "impl": "pytorch-twin",
+        "impl": "pytorch-twin-compiled" if args.compile else "pytorch-twin",
+        "compiled": args.compile,
         "tokens_per_s": timed_tokens / timed_s if timed_s > 0 else 0.0,
         "train_tokens_per_s": timed_tokens / timed_s if timed_s > 0 else 0.0,  # poslab bench's name
         "ms_per_step_median": percentile(step_ms, 0.5),
@@ -212,7 +221,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
             f.write("\n")
-    print(f"twin {result['kind']} {precision} x{result['threads']}: {result['tokens_per_s']:.0f} tok/s, "
+    print(f"twin{' (compiled)' if args.compile else ''} {result['kind']} {precision} x{result['threads']}: {result['tokens_per_s']:.0f} tok/s, "
           f"{result['ms_per_step_median']:.2f} ms/step median (p90 {result['ms_per_step_p90']:.2f}), "
           f"peak RSS {result['peak_rss_mb']:.0f} MB, train {first_loss:.4f} -> {last_loss:.4f}, "
           f"val {val_loss:.4f}" + (f"; wrote {args.json}" if args.json else ""))

@@ -122,6 +122,8 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
                       {"block_size", c.model.block_size}, {"batch_size", c.train.batch_size},
                       {"vocab_size", c.model.vocab_size}, {"pos_encoding", c.model.pos_encoding.kind}}},
           {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
+          {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
+                           std::to_string(TORCH_VERSION_PATCH)},
           {"precision", rt.bf16 ? "bf16" : "fp32"},
           {"threads", rt.threads},
           {"batch_shards", rt.batch_shards},

@@ -5,19 +5,44 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <new>
 #include <iostream>
+#include <new>
+#include <regex>
 
 #include "cli/commands.h"
 #include "config/config.h"
 #include "model/positional/positional.h"
+#include "train/memory_estimate.h"
 #include "train/trainer.h"
 #include "util/runtime.h"
+#include "util/stage.h"
 
 // The first line of a message, so that every error stays one line on the terminal.
 static std::string first_line(const std::string& text) {
   const auto nl = text.find('\n');
   return nl == std::string::npos ? text : text.substr(0, nl);
+}
+
+// " while evaluation at 16384 tokens": where the failure happened, when a Stage recorded it.
+static std::string where() {
+  const auto& stage = poslab::Stage::failed_stage();
+  return stage.empty() ? "" : " while " + stage;
+}
+
+// An allocation failure's one line: the stage, the size asked for, what to change. Empty when
+// `message` is not about memory. LibTorch's CPU allocator says "you tried to allocate N bytes", its
+// CUDA one "Tried to allocate 2.00 GiB".
+static std::string out_of_memory_line(const std::string& message) {
+  static const std::regex cpu("can't allocate memory: you tried to allocate ([0-9]+) bytes");
+  static const std::regex cuda("out of memory\\. Tried to allocate ([0-9.]+ [KMGT]?i?B)");
+  std::smatch m;
+  std::string size;
+  if (std::regex_search(message, m, cpu)) size = poslab::format_bytes(std::stoll(m[1].str()));
+  else if (std::regex_search(message, m, cuda)) size = m[1].str();
+  else return "";
+  return "out of memory" + where() + ": could not allocate " + size +
+         " more (another process may hold the memory); reduce model.n_embd, model.n_layer, train.batch_size or the "
+         "evaluated length (the last checkpoint is intact)";
 }
 
 int main(int argc, char** argv) {
@@ -67,17 +92,20 @@ int main(int argc, char** argv) {
     std::cerr << "poslab: error: " << e.path1().string() << ": " << e.code().message() << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
-    std::cerr << "poslab: failed: out of memory; reduce model.n_embd, model.n_layer, train.batch_size or the "
-                 "evaluated length (the last checkpoint is intact)\n";
+    std::cerr << "poslab: failed: out of memory" << where()
+              << "; reduce model.n_embd, model.n_layer, train.batch_size or the evaluated length (the last checkpoint "
+                 "is intact)\n";
     return 1;
   } catch (const c10::Error& e) {
     // LibTorch's messages carry a C++ stack trace: one line unless asked for it.
     const std::string msg = e.what_without_backtrace();
-    if (debug) std::cerr << "poslab: failed: " << e.what() << "\n";
-    else std::cerr << "poslab: failed: " << first_line(msg) << " (POSLAB_DEBUG=1 shows the trace)\n";
+    const std::string oom = out_of_memory_line(msg);
+    if (debug) std::cerr << "poslab: failed" << where() << ": " << e.what() << "\n";
+    else if (!oom.empty()) std::cerr << "poslab: failed: " << oom << "\n";
+    else std::cerr << "poslab: failed" << where() << ": " << first_line(msg) << " (POSLAB_DEBUG=1 shows the trace)\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "poslab: failed: " << (debug ? std::string(e.what()) : first_line(e.what())) << "\n";
+    std::cerr << "poslab: failed" << where() << ": " << (debug ? std::string(e.what()) : first_line(e.what())) << "\n";
     return 1;
   }
   return 0;

@@ -10,7 +10,9 @@
 
 #include "data/tasks.h"
 #include "train/run_dir.h"
+#include "train/memory_estimate.h"
 #include "util/files.h"
+#include "util/stage.h"
 
 namespace poslab {
 using nlohmann::json;
@@ -26,10 +28,11 @@ struct Accumulator {
   // `scored_from`: per row, the first position that counts (sliding windows score only their tail).
   void add(GPT& model, const Batch& batch, int64_t scored_from, const Runtime& rt, int64_t budget) {
     const int64_t B = batch.x.size(0), T = batch.x.size(1);
-    // Scores, softmax, their copies; an encoding that reads the scores (CoPE: gates, positions,
-    // floor/ceil, gathered logits) holds several more (T, T) tensors per head at once.
-    const int64_t copies = model->pos->needs_scores() ? 8 : 3;
-    const int64_t bytes_per_row = model->config.n_head * T * T * 4 * copies;
+    // Activations per row: the residual stream, q/k/v, the MLP's 4C, the logits and their log-softmax.
+    // Attention scores are not counted: the model computes them in query blocks sized to its own
+    // budget (GPTImpl::attention_budget_bytes), so they grow with T, not T^2.
+    const auto& m = model->config;
+    const int64_t bytes_per_row = T * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
     const int64_t rows = std::max<int64_t>(1, budget / std::max<int64_t>(1, bytes_per_row));
     if (static_cast<int64_t>(pos_loss.size()) < T) pos_loss.resize(T, 0.0), pos_count.resize(T, 0);
     for (int64_t b0 = 0; b0 < B; b0 += rows) {
@@ -154,10 +157,14 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
                                                     {"factor", scaling.factor},
                                                     {"original_length", scaling.original_length}}
                                              : json("none");
-  json results = json::array();
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
+    if (rt.device.is_cpu()) check_evaluation_fits(c, corpus.tokens_at(length));  // every length, before any work
+  }
+  json results = json::array();
+  for (int length : o.lengths) {
     const int64_t tokens = corpus.tokens_at(length);
+    Stage stage("evaluation at " + std::to_string(tokens) + " tokens");
     json r;
     try {
       model->pos->check_length(tokens);

@@ -27,7 +27,7 @@ struct EvalOptions {
   std::vector<std::string> overrides;
   // Non-empty: write DIR/eval-TAG.json instead of DIR/eval.json.
   std::string tag;
-  int64_t memory_budget_bytes = int64_t{512} << 20;  // attention scores per sub-batch, split to fit
+  int64_t memory_budget_bytes = int64_t{512} << 20;  // activations per sub-batch, split to fit
 };
 
 // The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.

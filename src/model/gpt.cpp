@@ -1,6 +1,7 @@
 // GPT forward pass, top to bottom: embed, blocks (attention + MLP), final norm, tied head.
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -25,7 +26,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shar
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
-                                               const torch::Tensor& attn_bias, bool causal_only, LayerKV* kv) {
+                                               const AttentionBias& bias, LayerKV* kv) {
   const auto B = x.size(0), T = x.size(1), C = x.size(2);
   auto qkv = c_attn(x).split(C, /*dim=*/2);
   auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
@@ -34,7 +35,25 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   std::tie(q, k) = kv ? pos->rotate_cached(q, k, positions) : pos->rotate(q, k, positions);
   if (kv) std::tie(k, v) = kv->append(k, v);  // (B, H, T_cached + T, hs): keys rotated once, when they arrived
   const double p_drop = is_training() ? dropout : 0.0;
-  torch::Tensor y;
+  torch::Tensor y;  // (B, H, T, hs)
+  if (bias.query_block > 0) {
+    std::vector<torch::Tensor> blocks;
+    for (int64_t q0 = 0; q0 < T; q0 += bias.query_block) {
+      const int64_t q1 = std::min(T, q0 + bias.query_block);
+      // Every query of the block is the last of keys 0..q1 at most: later keys are masked anyway.
+      blocks.push_back(attend(q.slice(2, q0, q1), k.slice(2, 0, q1), v.slice(2, 0, q1), bias.rows(q0, q1),
+                              /*is_causal=*/false, p_drop));  // (B, H, q1 - q0, hs)
+    }
+    y = torch::cat(blocks, /*dim=*/2);
+  } else {
+    y = attend(q, k, v, bias.whole, bias.causal_only, p_drop);
+  }
+  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  return resid_dropout(c_proj(y));
+}
+
+torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                              const torch::Tensor& mask, bool is_causal, double p_drop) {
 #if TORCH_VERSION_MAJOR >= 2
   // Fused kernels: flash attention when only the causal mask applies, else the bias (ALiBi, T5,
   // KERPLE, Sandwich, FIRE) plus the causal mask as the additive attn_mask (a learned bias gets its
@@ -44,31 +63,29 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   // while in fp32 they are as fast or faster (docs/libtorch2.md).
   const bool fused_fast = q.is_cuda() || q.scalar_type() == torch::kFloat;
   if (!pos->needs_scores() && record_probs == nullptr && fused_fast) {
-    if (causal_only) y = at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
-    else y = at::scaled_dot_product_attention(q, k, v, attn_bias.to(q.scalar_type()), p_drop, /*is_causal=*/false);
+    if (is_causal) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
+    return at::scaled_dot_product_attention(q, k, v, mask.to(q.scalar_type()), p_drop, /*is_causal=*/false);
   }
 #endif
-  if (!y.defined()) y = explicit_attention(q, k, v, attn_bias, causal_only, p_drop);  // (B, H, T, hs)
-  y = y.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout(c_proj(y));
+  return explicit_attention(q, k, v, mask, p_drop);
 }
 
 torch::Tensor CausalSelfAttentionImpl::explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
-                                                          const torch::Tensor& v, const torch::Tensor& attn_bias,
-                                                          bool causal_only, double p_drop) {
+                                                          const torch::Tensor& v, const torch::Tensor& mask,
+                                                          double p_drop) {
   const auto B = q.size(0), T = q.size(2), T_k = k.size(2), hs = q.size(-1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   torch::Tensor att;  // (B, H, T, T_k)
   if (pos->needs_scores()) {
     // Context-dependent positions (CoPE) read the scaled q.k before the mask.
-    att = pos->scores(torch::matmul(q, k.transpose(-2, -1)) * scale, q, scale) + attn_bias;
-  } else if (causal_only && q.scalar_type() == attn_bias.scalar_type()) {
-    // One GEMM computes scale * q k^T + mask: no separate passes over the (T, T) scores.
-    att = torch::baddbmm(attn_bias, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T_k, hs}).transpose(1, 2),
+    att = pos->scores(torch::matmul(q, k.transpose(-2, -1)) * scale, q, scale) + mask;
+  } else if (mask.dim() == 2 && q.scalar_type() == mask.scalar_type()) {
+    // A mask shared by every head: one GEMM computes scale * q k^T + mask, no separate passes over the scores.
+    att = torch::baddbmm(mask, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T_k, hs}).transpose(1, 2),
                          /*beta=*/1.0, /*alpha=*/scale)
               .view({B, n_head, T, T_k});
   } else {
-    att = torch::matmul(q, k.transpose(-2, -1)) * scale + attn_bias;
+    att = torch::matmul(q, k.transpose(-2, -1)) * scale + mask;
   }
   att = torch::softmax(att, /*dim=*/-1);
   if (record_probs != nullptr) *record_probs = att.detach();
@@ -91,9 +108,9 @@ BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImp
   mlp = register_module("mlp", MLP(c));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
-                                 bool causal_only, LayerKV* kv) {
-  auto h = x + attn->forward(ln_1(x), positions, attn_bias, causal_only, kv);
+torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const AttentionBias& bias,
+                                 LayerKV* kv) {
+  auto h = x + attn->forward(ln_1(x), positions, bias, kv);
   return h + mlp(ln_2(h));
 }
 
@@ -140,17 +157,37 @@ torch::Tensor GPTImpl::attention_bias(const torch::Tensor& positions, bool cache
   return bias_cache_;
 }
 
+int64_t GPTImpl::query_block_for(int64_t B, int64_t T) const {
+  if (torch::GradMode::is_enabled()) return T;  // backward keeps every block's scores: nothing to save
+  for (const auto& block : *h)
+    if (block->as<Block>()->attn->record_probs != nullptr) return T;  // the whole (T, T) is the point
+  if (query_block > 0) return std::min(query_block, T);
+  // Scores, softmax and a copy per query row; CoPE holds several more (gates, positions, gathered logits).
+  const int64_t copies = pos->needs_scores() ? 8 : 3;
+  const int64_t row_bytes = B * config.n_head * T * 4 * copies;
+  return std::clamp<int64_t>(attention_budget_bytes / std::max<int64_t>(1, row_bytes), 1, T);
+}
+
 torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions) {
-  const auto T = idx.size(1);
+  const auto B = idx.size(0), T = idx.size(1);
   pos->check_length(T);
   // Only a constant bias at positions 0..T-1 may be cached: randomized positions change every step.
   const bool cacheable = !pos->randomizes(is_training()) && pos->constant_bias();
   if (!positions.defined()) positions = pos->positions(T, is_training(), idx.device());  // (T,)
   auto x = drop(pos->embed(wte(idx), positions));  // (B, T, C)
   // Built once per forward and shared by every layer, as the strategy module itself is.
-  const auto attn_bias = attention_bias(positions, cacheable);  // (T, T) or (H, T, T)
-  const bool causal_only = attn_bias.dim() == 2;
-  for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, attn_bias, causal_only);
+  AttentionBias bias;
+  const int64_t block = query_block_for(B, T);
+  if (block < T) {
+    bias.query_block = block;
+    bias.rows = [this, &positions](int64_t q0, int64_t q1) {
+      return masked_bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));
+    };
+  } else {
+    bias.whole = attention_bias(positions, cacheable);  // (T, T) or (H, T, T)
+    bias.causal_only = bias.whole.dim() == 2;
+  }
+  for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, bias);
   x = ln_f(x);
   return F::linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
 }
@@ -164,11 +201,11 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cac
   auto x = drop(pos->embed(wte(idx_new), positions));          // (B, T_new, C)
   // The new queries' rows of the bias against every key, cached or new: built per call, since a
   // bias row depends on the query's position (ALiBi's -m (i - j) is not a function of T alone).
-  const auto attn_bias = masked_bias(positions, torch::arange(past + T, opts));  // (T_new, T_all) or (H, T_new, T_all)
+  AttentionBias bias;
+  bias.whole = masked_bias(positions, torch::arange(past + T, opts));  // (T_new, T_all) or (H, T_new, T_all)
   // The fused kernels' is_causal aligns the mask top-left, wrong once the queries start past 0.
-  const bool causal_only = attn_bias.dim() == 2 && past == 0;
-  for (size_t i = 0; i < h->size(); ++i)
-    x = (*h)[i]->as<Block>()->forward(x, positions, attn_bias, causal_only, &cache.layers[i]);
+  bias.causal_only = bias.whole.dim() == 2 && past == 0;
+  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i]->as<Block>()->forward(x, positions, bias, &cache.layers[i]);
   cache.length += T;
   x = ln_f(x);
   return F::linear(x, wte->weight);  // (B, T_new, vocab)

@@ -6,6 +6,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <functional>
 #include <mutex>
 
 #include "config/config.h"
@@ -22,16 +23,30 @@ struct LayerNormImpl : torch::nn::Module {
 };
 TORCH_MODULE(LayerNorm);
 
+// What attention adds to its logits: the causal mask plus the encoding's bias, shared by every layer.
+// Built whole, or (long sequences at evaluation) per block of queries, so that memory grows with T
+// rather than with T^2: a block of queries q0..q1 needs only the keys 0..q1, the rest being masked.
+struct AttentionBias {
+  torch::Tensor whole;  // (T, T_k) or (H, T, T_k); undefined when built per block
+  // Block mode: the rows of queries q0..q1 against keys 0..q1, (q1-q0, q1) or (H, q1-q0, q1).
+  std::function<torch::Tensor(int64_t q0, int64_t q1)> rows;
+  int64_t query_block = 0;   // > 0: attention runs this many queries at a time, from rows()
+  bool causal_only = false;  // whole is the plain causal mask aligned top-left (the fused kernels' is_causal)
+};
+
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
-  // x (B, T, C); attn_bias: additive logits (T, T_k) or (H, T, T_k), the causal mask included.
-  // kv: generating with a cache: this layer's keys and values so far, to which x's are appended
-  // (T_k = cached + T); null: attention over x alone (T_k = T).
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
-                        bool causal_only, LayerKV* kv = nullptr);
-  // softmax(scale q.k^T (+ the scores hook) + attn_bias) v: every LibTorch 1.x run; on 2.x CoPE, recording, bf16 on the CPU.
+  // x (B, T, C). kv: generating with a cache: this layer's keys and values so far, to which x's are
+  // appended (T_k = cached + T); null: attention over x alone (T_k = T).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const AttentionBias& bias,
+                        LayerKV* kv = nullptr);
+  // softmax(scale q.k^T + mask) v for queries q (B, H, t_q, hs), the last t_q of keys k, v (B, H, t_k, hs):
+  // a fused kernel where one applies, else explicit_attention.
+  torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
+                       bool is_causal, double p_drop);
+  // softmax(scale q.k^T (+ the scores hook) + mask) v: every LibTorch 1.x run; on 2.x CoPE, recording, bf16 on the CPU.
   torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                   const torch::Tensor& attn_bias, bool causal_only, double p_drop);
+                                   const torch::Tensor& mask, double p_drop);
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
   torch::nn::Dropout resid_dropout{nullptr};
   int64_t n_head;
@@ -53,8 +68,8 @@ TORCH_MODULE(MLP);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const torch::Tensor& attn_bias,
-                        bool causal_only, LayerKV* kv = nullptr);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const AttentionBias& bias,
+                        LayerKV* kv = nullptr);
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
@@ -78,6 +93,15 @@ struct GPTImpl : torch::nn::Module {
   int64_t num_params() const;
   // Parameters that get weight decay: matrices of Linear layers, not biases, norms or embeddings.
   bool decays(const std::string& name, const torch::Tensor& p) const;
+
+  // Without autograd (evaluation), attention whose scores would exceed attention_budget_bytes runs in
+  // blocks of queries sized to fit it; query_block > 0 fixes the block instead (tests). Training, and
+  // recording probabilities (eval/attention_stats), always attend whole.
+  static constexpr int64_t kDefaultAttentionBudget = int64_t{64} << 20;
+  int64_t attention_budget_bytes = kDefaultAttentionBudget;
+  int64_t query_block = 0;
+  // Queries per attention block for a forward over (B, T) tokens; T when attention runs whole.
+  int64_t query_block_for(int64_t B, int64_t T) const;
 
   ModelConfig config;
   torch::nn::Embedding wte{nullptr};

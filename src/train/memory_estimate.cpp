@@ -1,11 +1,15 @@
-// The training memory estimate: weights x4 (weights, gradients, two AdamW moments) plus the
-// activations backward keeps. Deliberately simple and a little generous; it only has to catch
-// runs that cannot possibly fit, with numbers a user can act on.
+// Memory estimates: training (weights x4 for weights, gradients and two AdamW moments, plus the
+// activations backward keeps) and evaluation (weights, one layer's activations, one attention block).
+// Deliberately simple and a little generous; they only have to catch runs that cannot possibly fit,
+// with numbers a user can act on.
 #include "train/memory_estimate.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+
+#include "model/gpt.h"
 
 namespace poslab {
 
@@ -21,6 +25,21 @@ MemoryEstimate estimate_training_memory(const Config& c) {
   // (H, T, T) attention probabilities and scores; logits (B, T, V) twice (softmax and its gradient).
   const int64_t per_block = B * T * C * 34 + B * H * T * T * 2;
   e.activations_bytes = (L * per_block + 2 * B * T * V) * 4;
+  return e;
+}
+
+MemoryEstimate estimate_evaluation_memory(const Config& c, int64_t tokens, int64_t attention_budget_bytes) {
+  const auto& m = c.model;
+  const int64_t C = m.n_embd, L = m.n_layer, T = tokens, V = std::max(1, m.vocab_size);
+  MemoryEstimate e;
+  e.params = L * (12 * C * C + 4 * C) + V * C + m.block_size * C + 2 * C;
+  e.weights_bytes = e.params * 4;  // no gradients or optimizer state at evaluation
+  // Without autograd only the layer being computed is alive: the residual stream, q/k/v, the MLP's
+  // 4C and a few temporaries (~16 C per token); the logits and their log-softmax (3 V); one block
+  // of attention scores, at most the model's budget, or the whole (H, T, T) three times when smaller.
+  const double whole_scores = static_cast<double>(m.n_head) * T * T * 4 * 3;  // double: T^2 overflows int64 past ~1e9
+  e.activations_bytes = T * (16 * C + 3 * V) * 4 +
+                        static_cast<int64_t>(std::min(whole_scores, static_cast<double>(attention_budget_bytes)));
   return e;
 }
 
@@ -53,6 +72,17 @@ void check_training_fits(const Config& c) {
       << format_bytes(e.activations_bytes) << " of activations at batch " << c.train.batch_size << " x "
       << c.model.block_size << " tokens), " << format_bytes(available)
       << " available; reduce model.n_embd, model.n_layer, train.batch_size or model.block_size";
+  throw ConfigError(msg.str());
+}
+
+void check_evaluation_fits(const Config& c, int64_t tokens) {
+  const auto e = estimate_evaluation_memory(c, tokens, GPTImpl::kDefaultAttentionBudget);
+  const int64_t available = available_memory_bytes();
+  if (available <= 0 || e.total() <= available) return;
+  std::ostringstream msg;
+  msg << "evaluation at " << tokens << " tokens needs ~" << format_bytes(e.total()) << " (" << format_bytes(e.weights_bytes)
+      << " of weights, " << format_bytes(e.activations_bytes) << " of activations for one sequence), "
+      << format_bytes(available) << " available; evaluate at shorter --lengths";
   throw ConfigError(msg.str());
 }
 

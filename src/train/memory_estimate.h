@@ -17,6 +17,11 @@ struct MemoryEstimate {
 
 // An upper-side estimate for training `config` (vocab_size set) at batch_size x block_size.
 MemoryEstimate estimate_training_memory(const Config& config);
+// Evaluation at `tokens` tokens, one sequence at a time (the evaluator splits batches to fit): the
+// weights, one layer's activations and logits, and one block of attention scores (GPTImpl's budget).
+MemoryEstimate estimate_evaluation_memory(const Config& config, int64_t tokens, int64_t attention_budget_bytes);
+// Throws ConfigError "evaluation at N tokens needs ~X (...), Y available" when it cannot fit.
+void check_evaluation_fits(const Config& config, int64_t tokens);
 // MemAvailable from /proc/meminfo in bytes; -1 where it cannot be read.
 int64_t available_memory_bytes();
 // Throws ConfigError "... needs ~X GiB (...), Y GiB available" when the estimate exceeds what is free.

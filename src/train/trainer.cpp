@@ -22,6 +22,7 @@
 #include "util/progress.h"
 #include "util/runtime.h"
 #include "util/signals.h"
+#include "util/stage.h"
 
 namespace poslab {
 namespace fs = std::filesystem;
@@ -258,6 +259,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
       const int64_t step = state.step;
       const bool last = step >= t.max_iters;
       if (step % t.eval_interval == 0 || last) {
+        Stage stage("validation at step " + std::to_string(step));
         last_val = estimate_val_loss(model, corpus, c, rt, dist);
         check_finite("validation", last_val, step);
         if (!state.has_best || last_val < state.best_val_loss) state.best_val_loss = last_val, state.has_best = true;
@@ -280,6 +282,8 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
       // loss scored over the global batch's count of scored tokens (targets -1 are not scored).
       auto batch = corpus.batch(Split::Train, t.batch_size, data_rng);
       const auto scored = static_cast<double>((batch.y != -1).sum().item<int64_t>());
+      Stage stage("training step " + std::to_string(step) + " (batch " + std::to_string(batch.x.size(0)) + " x " +
+                  std::to_string(batch.x.size(1)) + " tokens)");
       auto loss = train_step(model, optimizer, rank_rows(batch, dist), scored, lr, t.grad_clip, rt, dist);
       dist.verify_replicas(optimizer_params(optimizer), step);
       state.step += 1;

@@ -1,0 +1,93 @@
+// Attention in query blocks (evaluation's linear-memory path) against whole attention, for every
+// encoding: the same logits within float tolerance, at lengths that are and are not block multiples.
+#include <gtest/gtest.h>
+
+#include "test_models.h"
+#include "model/gpt.h"
+
+using namespace poslab;
+using poslab::testing::tiny;
+
+namespace {
+
+// A tiny model whose encoding parameters are random too: several start at zero (CoPE's table, T5's
+// buckets), where a wrong block of bias rows would go unnoticed.
+GPT random_model(const std::string& kind, bool bias_heavy = false) {
+  torch::manual_seed(1);
+  auto config = tiny(kind);
+  config.n_head = 4;
+  GPT model(config);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->named_parameters())
+    if (p.key().rfind("pos.", 0) == 0) p.value().normal_(0.0, bias_heavy ? 1.0 : 0.3);
+  model->eval();
+  return model;
+}
+
+torch::Tensor logits_with_block(GPT& model, const torch::Tensor& idx, int64_t block) {
+  model->query_block = block;
+  return model->forward(idx);
+}
+
+}  // namespace
+
+class BlockedEveryKind : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BlockedEveryKind, BlocksEqualWholeAttention) {
+  auto model = random_model(GetParam());
+  torch::NoGradGuard no_grad;
+  for (int64_t T : {32, 29, 9}) {  // multiples of the block of 8 and not; 9 leaves a block of one query
+    auto idx = torch::randint(0, 11, {3, T}, torch::kLong);
+    auto whole = logits_with_block(model, idx, /*block=*/T);
+    for (int64_t block : {8, 5, 1}) {
+      auto blocked = logits_with_block(model, idx, block);
+      const double diff = (blocked - whole).abs().max().item<double>();
+      EXPECT_LT(diff, 2e-5) << GetParam() << " T=" << T << " block=" << block << ": largest difference " << diff;
+    }
+  }
+}
+
+TEST_P(BlockedEveryKind, BlocksAreTakenOnlyWithoutAutograd) {
+  auto model = random_model(GetParam());
+  model->query_block = 4;
+  EXPECT_EQ(model->query_block_for(2, 32), 32) << "training must attend whole (autograd is on)";
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(model->query_block_for(2, 32), 4);
+  EXPECT_EQ(model->query_block_for(2, 3), 3) << "a block never exceeds the sequence";
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, BlockedEveryKind, ::testing::ValuesIn(kEncodingKinds),
+                         [](const auto& info) { return info.param; });
+
+TEST(BlockedAttention, BlockSizedToTheBudget) {
+  auto model = random_model("alibi");
+  torch::NoGradGuard no_grad;
+  const int64_t B = 2, T = 4096, H = model->config.n_head;
+  model->attention_budget_bytes = int64_t{8} << 20;
+  const int64_t block = model->query_block_for(B, T);
+  // Three fp32 copies of a block's scores (scores, softmax, product input) fit the budget; one more row would not.
+  EXPECT_LE(block * B * H * T * 4 * 3, model->attention_budget_bytes);
+  EXPECT_GT((block + 1) * B * H * T * 4 * 3, model->attention_budget_bytes);
+  model->attention_budget_bytes = int64_t{1} << 40;
+  EXPECT_EQ(model->query_block_for(B, T), T) << "whole attention when the scores fit";
+  model->attention_budget_bytes = 1;
+  EXPECT_EQ(model->query_block_for(B, T), 1) << "at least one query per block";
+}
+
+TEST(BlockedAttention, RandomizedPositionsAtEvaluationUseTheSameDraw) {
+  // Bias rows are cut from the forward's one draw of positions: same draw, same logits.
+  auto config = tiny("alibi");
+  config.pos_encoding.randomize.max_position = 256;
+  config.pos_encoding.randomize.eval = true;
+  torch::manual_seed(3);
+  GPT model(config);
+  model->eval();
+  torch::NoGradGuard no_grad;
+  auto idx = torch::randint(0, 11, {2, 20}, torch::kLong);
+  const auto positions = model->pos->positions(20, /*training=*/false, torch::kCPU);
+  model->query_block = 20;
+  auto whole = model->forward(idx, positions);
+  model->query_block = 6;
+  auto blocked = model->forward(idx, positions);
+  EXPECT_LT((blocked - whole).abs().max().item<double>(), 2e-5);
+}
