@@ -1,6 +1,8 @@
 // The c10d process group behind Distributed: TCPStore rendezvous, Gloo (CPU) or NCCL (CUDA), flat
-// bucketed all-reduce. Compiled only with USE_C10D_GLOO / USE_C10D_NCCL (CMake turns them on where
-// the headers exist); without them connect() refuses a distributed launch in one line.
+// bucketed all-reduce. The backends are compiled in only with POSLAB_WITH_GLOO / POSLAB_WITH_NCCL,
+// which CMake defines where their headers exist (LibTorch's own USE_C10D_GLOO cannot decide it:
+// Debian's torch target defines it whether or not libgloo-dev is there); without them connect()
+// refuses a distributed launch in one line.
 #include "distributed/distributed.h"
 
 #include <spdlog/spdlog.h>
@@ -12,7 +14,13 @@
 #include "config/config.h"
 #include "distributed/buckets.h"
 
-#if defined(USE_C10D_GLOO) || defined(USE_C10D_NCCL)
+#if defined(POSLAB_WITH_GLOO) && !defined(USE_C10D_GLOO)
+#define USE_C10D_GLOO  // ProcessGroupGloo.hpp is empty without it
+#endif
+#if defined(POSLAB_WITH_NCCL) && !defined(USE_C10D_NCCL)
+#define USE_C10D_NCCL
+#endif
+#if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netdb.h>
@@ -23,10 +31,10 @@
 #include <ATen/Context.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef USE_C10D_GLOO
+#ifdef POSLAB_WITH_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
-#ifdef USE_C10D_NCCL
+#ifdef POSLAB_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 #endif
@@ -43,7 +51,7 @@ int dist_timeout_s() {
   return static_cast<int>(v);
 }
 
-#if defined(USE_C10D_GLOO) || defined(USE_C10D_NCCL)
+#if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
 namespace {
 
 // LibTorch 1.x backends derive from ProcessGroup; 2.x ones from Backend, with the same collectives.
@@ -135,13 +143,13 @@ class ProcessGroup : public Distributed {
     guarded(l_, "connecting to MASTER_ADDR=" + l_.master_addr + ":" + std::to_string(l_.master_port), [&] {
       auto store = make_store(l_, timeout);
       if (device.is_cuda()) {
-#ifdef USE_C10D_NCCL
+#ifdef POSLAB_WITH_NCCL
         auto opts = c10d::ProcessGroupNCCL::Options::create();
         opts->timeout = timeout;
         group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, l_.rank, l_.world_size, opts);
 #endif
       } else {
-#ifdef USE_C10D_GLOO
+#ifdef POSLAB_WITH_GLOO
         auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
         const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");  // Python's binding reads it; C++ must itself
         opts->devices.push_back(ifname ? c10d::ProcessGroupGloo::createDeviceForInterface(ifname)
@@ -302,17 +310,17 @@ std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& 
   if (!launch.distributed()) return std::make_unique<LocalProcess>();
   const std::string what = "distributed launch (" + launch.launcher + ", world size " +
                            std::to_string(launch.world_size) + "): ";
-#ifndef USE_C10D_NCCL
+#ifndef POSLAB_WITH_NCCL
   if (device.is_cuda())
     throw ConfigError(what + "this build has no NCCL (c10d) support for CUDA: rebuild poslab against a LibTorch "
-                      "with CUDA and nccl.h (it defines USE_C10D_NCCL), or train on device=cpu over Gloo");
+                      "with CUDA where CMake finds nccl.h, or train on device=cpu over Gloo");
 #endif
-#ifndef USE_C10D_GLOO
+#ifndef POSLAB_WITH_GLOO
   if (!device.is_cuda())
     throw ConfigError(what + "this build has no Gloo (c10d) support: install libgloo-dev (apt-get install "
                       "libgloo-dev) and rebuild poslab");
 #endif
-#if defined(USE_C10D_GLOO) || defined(USE_C10D_NCCL)
+#if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
   return std::make_unique<ProcessGroup>(launch, device, seed, bucket_bytes);
 #else
   (void)seed, (void)bucket_bytes;
