@@ -1,10 +1,12 @@
 // poslab train: a new run from a config (from scratch, or --init-from another run's weights), or
-// --resume an existing one; then the config's eval.lengths.
+// --resume an existing one; then the config's eval.lengths. Under torchrun, srun or mpirun each
+// process is one rank of a data-parallel run (the launcher's variables say which).
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "distributed/launch.h"
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
 #include "train/trainer.h"
@@ -49,6 +51,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("--stop-at", o->stop_at, "Checkpoint and stop before this step (resume later with --resume)")
       ->check(CLI::PositiveNumber);
   cmd->callback([o] {
+    const Launch launch = detect_launch();  // a bad launch variable is refused here, before anything
+    if (launch.rank != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports progress for all
     install_stop_handlers();
     TrainResult result;
     std::string dir;
@@ -57,7 +61,7 @@ void add_train(CLI::App& app) {
         throw ConfigError("--init-from starts a new run and --resume continues one: give one of them");
       if (!o->config.empty() || !o->sets.empty()) throw ConfigError("--resume takes its config from the run; drop --config/--set");
       dir = o->resume;
-      result = train_resume(dir, o->stop_at);
+      result = train_resume(dir, o->stop_at, launch);
     } else {
       if (o->config.empty() && o->init_from.empty())
         throw ConfigError("train: --config FILE, --init-from RUN or --resume DIR is required");
@@ -71,9 +75,10 @@ void add_train(CLI::App& app) {
       if (!o->out.empty()) dir = o->out;
       else if (o->config.empty()) dir = source.string() + "-ft";
       else dir = "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind;
-      result = train_new(c, dir, o->stop_at, o->init_from);
+      result = train_new(c, dir, o->stop_at, o->init_from, launch);
     }
     if (result.status == "interrupted") std::exit(stop_requested() ? 130 : 0);  // --stop-at is no failure
+    if (launch.rank != 0) return;  // the evaluation and its eval.json belong to rank 0 too
     if (result.status == "done" && !result.config.eval.lengths.empty())
       std::cout << format_eval_table(evaluate_run(dir, EvalOptions{}));
     spdlog::info("run directory: {}", dir);

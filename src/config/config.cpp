@@ -306,6 +306,7 @@ Config config_from_json(const json& j) {
   t.threads = get<int>(full, "train.threads");
   t.batch_shards = get<int>(full, "train.batch_shards");
   t.fused_adamw = get<bool>(full, "train.fused_adamw");
+  t.dist_bucket_mb = get<double>(full, "train.dist_bucket_mb");
   require(t.max_iters > 0, "train.max_iters", "positive", t.max_iters);
   require(t.batch_size > 0, "train.batch_size", "positive", t.batch_size);
   require(t.learning_rate > 0, "train.learning_rate", "positive", t.learning_rate);
@@ -320,6 +321,8 @@ Config config_from_json(const json& j) {
   require(t.eval_interval > 0, "train.eval_interval", "positive", t.eval_interval);
   require(t.eval_iters > 0, "train.eval_iters", "positive", t.eval_iters);
   require(t.log_interval > 0, "train.log_interval", "positive", t.log_interval);
+  require(t.dist_bucket_mb > 0 && t.dist_bucket_mb <= 4096, "train.dist_bucket_mb", "in (0, 4096] MiB",
+          t.dist_bucket_mb);
   one_of("train.precision", t.precision, {"auto", "fp32", "bf16"}, "precision");
   require(t.threads >= 0, "train.threads", ">= 0 (0 = default)", t.threads);
   require(t.batch_shards >= 0 && t.batch_shards <= t.batch_size, "train.batch_shards",
@@ -367,7 +370,8 @@ json config_to_json(const Config& c) {
         {"grad_clip", c.train.grad_clip}, {"eval_interval", c.train.eval_interval},
         {"eval_iters", c.train.eval_iters}, {"log_interval", c.train.log_interval},
         {"precision", c.train.precision}, {"threads", c.train.threads},
-        {"batch_shards", c.train.batch_shards}, {"fused_adamw", c.train.fused_adamw}}},
+        {"batch_shards", c.train.batch_shards}, {"fused_adamw", c.train.fused_adamw},
+        {"dist_bucket_mb", c.train.dist_bucket_mb}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
         {"stride", c.eval.stride},

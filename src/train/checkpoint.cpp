@@ -63,6 +63,8 @@ void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimize
   archive.write("train_seconds", c10::IValue(s.train_seconds));
   archive.write("tokens", c10::IValue(s.tokens));
   archive.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
+  archive.write("world_size", c10::IValue(s.world_size));
+  if (s.rank_rng.defined()) archive.write("rank_rng", s.rank_rng);
   std::ostringstream payload;
   archive.save_to(payload);
   write_file_atomic(path, frame_checkpoint(payload.str()));
@@ -159,6 +161,10 @@ TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Op
     archive.read("torch_rng", rng);
     auto generator = at::detail::getDefaultCPUGenerator();  // a handle sharing the global state
     generator.set_state(rng);
+    c10::IValue world;  // absent before data-parallel runs: those were single-process
+    s.world_size = archive.try_read("world_size", world) ? world.toInt() : 1;
+    torch::Tensor rank_rng;
+    if (archive.try_read("rank_rng", rank_rng)) s.rank_rng = rank_rng;
   });
   return s;
 }

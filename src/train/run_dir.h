@@ -35,6 +35,8 @@ struct TrainState {
   bool has_best = false;
   double train_seconds = 0;  // wall time spent training before this process
   int64_t tokens = 0;        // tokens trained on before this process
+  int64_t world_size = 1;    // ranks of the run that wrote it (a resume needs the same)
+  torch::Tensor rank_rng;    // (world_size, bytes): each rank's own torch RNG (dropout); undefined in one process
 };
 
 void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer& optimizer, const TrainState& state,

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "data/corpus.h"
+#include "distributed/distributed.h"
 #include "model/gpt.h"
 #include "train/fused_adamw.h"
 #include "train/init_from.h"
@@ -58,15 +59,13 @@ static void sum_shard_grads(const std::vector<torch::Tensor>& params,
 // gradients, added in shard order (deterministic), are the whole batch's gradient.
 // Returns the loss; grads[s][k] is shard s's gradient of params[k].
 static torch::Tensor sharded_backward(GPT& model, const std::vector<torch::Tensor>& params, const Batch& batch,
-                                      const Runtime& rt, std::vector<std::vector<torch::Tensor>>& grads) {
+                                      const torch::Tensor& positions, double scored, const Runtime& rt,
+                                      std::vector<std::vector<torch::Tensor>>& grads) {
   set_blas_threads(rt, /*shards_running=*/true);
   const auto xs = batch.x.chunk(rt.batch_shards, /*dim=*/0), ys = batch.y.chunk(rt.batch_shards, /*dim=*/0);
   const auto n = static_cast<int64_t>(xs.size());
-  const double scored = static_cast<double>((batch.y != -1).sum().item<int64_t>());
   std::vector<torch::Tensor> losses(n);
   grads.assign(n, {});
-  // One position draw for the whole batch, as unsharded (randomized positions; else 0..T-1).
-  const auto positions = model->pos->positions(batch.x.size(1), model->is_training(), torch::kCPU);
   // Inside this region LibTorch runs every op inline on the calling thread.
   at::parallel_for(0, n, /*grain_size=*/1, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
@@ -83,32 +82,52 @@ static torch::Tensor sharded_backward(GPT& model, const std::vector<torch::Tenso
   return torch::stack(losses).sum();
 }
 
+// Forward and backward on the whole batch at once (CUDA, or CPU without shards); grads[0][k] is the gradient of params[k].
+static torch::Tensor whole_backward(GPT& model, const std::vector<torch::Tensor>& params, const Batch& batch,
+                                    const torch::Tensor& positions, double scored, const Runtime& rt,
+                                    std::vector<std::vector<torch::Tensor>>& grads) {
+  auto x = batch.x.to(rt.device), y = batch.y.to(rt.device);
+  torch::Tensor loss;
+  {
+    AutocastGuard autocast(rt);  // forward only: backward runs outside autocast, as in PyTorch
+    loss = GPTImpl::summed_loss(model->forward(x, positions), y) / scored;
+  }
+  // Gradients set to none, not zeroed: backward then writes them instead of accumulating into them.
+  for (auto& p : params) p.mutable_grad() = torch::Tensor();
+  loss.backward();
+  grads.assign(1, {});
+  for (auto& p : params) grads.back().push_back(p.grad());
+  return loss;
+}
+
 torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double lr, double grad_clip,
                          const Runtime& rt) {
+  LocalProcess one;
+  return train_step(model, optimizer, batch, static_cast<double>((batch.y != -1).sum().item<int64_t>()), lr, grad_clip,
+                    rt, one);
+}
+
+torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double scored, double lr,
+                         double grad_clip, const Runtime& rt, Distributed& dist) {
   for (auto& group : optimizer.param_groups()) static_cast<torch::optim::AdamWOptions&>(group.options()).lr(lr);
   const auto params = optimizer_params(optimizer);
   std::vector<std::vector<torch::Tensor>> grads;  // (shard, parameter)
-  torch::Tensor loss;
-  if (rt.batch_shards > 1 && rt.device.is_cpu()) {
-    loss = sharded_backward(model, params, batch, rt, grads);
-  } else {
-    auto x = batch.x.to(rt.device), y = batch.y.to(rt.device);
-    {
-      AutocastGuard autocast(rt);  // forward only: backward runs outside autocast, as in PyTorch
-      loss = GPTImpl::loss(model->forward(x), y);
-    }
-    // Gradients set to none, not zeroed: backward then writes them instead of accumulating into them.
-    for (auto& p : params) p.mutable_grad() = torch::Tensor();
-    loss.backward();
-    grads.emplace_back();
-    for (auto& p : params) grads.back().push_back(p.grad());
-  }
+  // One position draw for the whole batch from the stream every rank shares (randomized positions;
+  // else 0..T-1); dropout then draws from this rank's own stream.
+  const auto positions = model->pos->positions(batch.x.size(1), model->is_training(), rt.device);
+  auto rank_rng = dist.rank_rng_scope();
+  auto loss = rt.batch_shards > 1 && rt.device.is_cpu()
+                  ? sharded_backward(model, params, batch, positions, scored, rt, grads)
+                  : whole_backward(model, params, batch, positions, scored, rt, grads);
+  rank_rng.reset();
+  // After the shard sum, before clipping: every rank clips and steps on the same global gradient.
+  dist.all_reduce_gradients(grads);
   // On CPU one fused pass over raw arrays on every core replaces ~10 small ops per parameter on one.
   if (rt.fused_adamw && fused_adamw_applies(optimizer)) {  // rt.fused_adamw is only ever set on the CPU
     fused_adamw_step(optimizer, grads, grad_clip);
     return loss;
   }
-  if (grads.size() > 1) sum_shard_grads(params, grads);
+  sum_shard_grads(params, grads);  // also with one "shard": .grad() then takes the all-reduced gradient
   if (grad_clip > 0) torch::nn::utils::clip_grad_norm_(params, grad_clip);
   optimizer.step();
   return loss;
@@ -116,20 +135,33 @@ torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch
 
 // Mean validation loss over a fixed set of batches: the same batches at every evaluation, drawn
 // from their own RNG so that evaluating never moves the training stream.
-static double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& c, const Runtime& rt) {
+// Ranks score every world_size-th batch and sum: each batch is scored once, and every rank gets
+// the same value, so all take the same best/stop decisions.
+static double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& c, const Runtime& rt,
+                                Distributed& dist) {
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);  // whole batches here, not shards
   model->eval();
   Rng rng(val_seed(c));
   double total = 0;
   for (int i = 0; i < c.train.eval_iters; ++i) {
+    // Every rank draws every batch and its positions (randomized at evaluation when asked), so
+    // the data and torch streams stay in step across ranks, as in a single process.
     auto batch = corpus.batch(Split::Val, c.train.batch_size, rng);
+    const auto positions = model->pos->positions(batch.x.size(1), /*training=*/false, rt.device);
+    if (i % dist.world_size() != dist.rank()) continue;
     AutocastGuard autocast(rt);
-    auto logits = model->forward(batch.x.to(rt.device));
+    auto logits = model->forward(batch.x.to(rt.device), positions);
     total += GPTImpl::loss(logits, batch.y.to(rt.device)).item<double>();
   }
   model->train();
-  return total / c.train.eval_iters;
+  return dist.sum(total) / c.train.eval_iters;
+}
+
+// This rank's rows of the global batch: a contiguous slice, the same rows for the same rank every step.
+static Batch rank_rows(const Batch& batch, const Distributed& dist) {
+  const int64_t rows = batch.x.size(0) / dist.world_size(), first = rows * dist.rank();
+  return {batch.x.narrow(0, first, rows), batch.y.narrow(0, first, rows)};
 }
 
 // Keeps metrics.jsonl consistent with a checkpoint: lines past the resumed step are dropped.
@@ -147,10 +179,14 @@ static void truncate_metrics(const std::string& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
+// Appends rows to metrics.jsonl; with an empty path (ranks other than 0) it writes nothing.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path) : out_(path, std::ios::app) {}
+  explicit MetricsWriter(const std::string& path) {
+    if (!path.empty()) out_.open(path, std::ios::app);
+  }
   void write(const json& row) {
+    if (!out_.is_open()) return;
     out_ << row.dump() << "\n";
     out_.flush();
   }
@@ -159,12 +195,16 @@ class MetricsWriter {
   std::ofstream out_;
 };
 
+// Every rank runs this loop in lockstep; rank 0 alone writes the run directory. Each decision
+// (evaluate, stop, fail) rests on values every rank holds alike, so all ranks take it together.
 static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& dir, GPT& model,
-                            torch::optim::AdamW& optimizer, TrainState state, const Runtime& rt, int64_t stop_at) {
+                            torch::optim::AdamW& optimizer, TrainState state, const Runtime& rt, Distributed& dist,
+                            int64_t stop_at) {
   RunPaths paths{dir};
   const json config_json = config_to_json(c);
-  truncate_metrics(paths.metrics(), state.step);
-  MetricsWriter metrics(paths.metrics());
+  const bool writes = dist.is_main();
+  if (writes) truncate_metrics(paths.metrics(), state.step);
+  MetricsWriter metrics(writes ? paths.metrics() : "");
   Rng data_rng(0);
   data_rng.state = state.data_rng;
   const auto t = c.train;
@@ -185,7 +225,8 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
               {"precision", rt.bf16 ? "bf16" : "fp32"},
               {"threads", rt.threads}};
     if (!error.empty()) s["error"] = error;
-    write_file_atomic(paths.summary(), s.dump(2) + "\n");
+    dist.add_stats(s, /*window=*/false);
+    if (writes) write_file_atomic(paths.summary(), s.dump(2) + "\n");
     return s;
   };
 
@@ -200,7 +241,9 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
   auto checkpoint = [&] {
     state.data_rng = data_rng.state;
     state.train_seconds = elapsed();
-    save_checkpoint(paths.checkpoint(), model, optimizer, state, config_json);
+    state.world_size = dist.world_size();
+    state.rank_rng = dist.gather_rank_rng();  // a collective: every rank takes part
+    if (writes) save_checkpoint(paths.checkpoint(), model, optimizer, state, config_json);
   };
   auto check_finite = [&](const char* what, double value, int64_t step) {
     if (std::isfinite(value)) return;
@@ -211,54 +254,68 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
   };
   model->train();
 
-  while (true) {
-    const int64_t step = state.step;
-    const bool last = step >= t.max_iters;
-    if (step % t.eval_interval == 0 || last) {
-      Stage stage("validation at step " + std::to_string(step));
-      last_val = estimate_val_loss(model, corpus, c, rt);
-      check_finite("validation", last_val, step);
-      if (!state.has_best || last_val < state.best_val_loss) state.best_val_loss = last_val, state.has_best = true;
-      metrics.write({{"step", step}, {"val_loss", last_val}});
-      spdlog::info("step {:>6}/{} | val {:.4f} | best {:.4f}", step, t.max_iters, last_val, state.best_val_loss);
-      checkpoint();
-    }
-    if (last) break;
-    if (stop_requested() || (stop_at > 0 && step >= stop_at)) {
-      checkpoint();
-      status = "interrupted";
-      json s = write_summary(elapsed());
-      spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}", step, dir);
-      return {status, s, c};
-    }
+  try {
+    while (true) {
+      const int64_t step = state.step;
+      const bool last = step >= t.max_iters;
+      if (step % t.eval_interval == 0 || last) {
+        Stage stage("validation at step " + std::to_string(step));
+        last_val = estimate_val_loss(model, corpus, c, rt, dist);
+        check_finite("validation", last_val, step);
+        if (!state.has_best || last_val < state.best_val_loss) state.best_val_loss = last_val, state.has_best = true;
+        metrics.write({{"step", step}, {"val_loss", last_val}});
+        spdlog::info("step {:>6}/{} | val {:.4f} | best {:.4f}", step, t.max_iters, last_val, state.best_val_loss);
+        checkpoint();
+      }
+      if (last) break;
+      // A signal may reach one rank a step before another: the ranks agree on it every step.
+      if (dist.any(stop_requested()) || (stop_at > 0 && step >= stop_at)) {
+        checkpoint();
+        status = "interrupted";
+        json s = write_summary(elapsed());
+        spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}", step, dir);
+        return {status, s, c};
+      }
 
-    const double lr = learning_rate_at(t, step);
-    auto batch = corpus.batch(Split::Train, t.batch_size, data_rng);
-    Stage stage("training step " + std::to_string(step) + " (batch " + std::to_string(batch.x.size(0)) + " x " +
-                std::to_string(batch.x.size(1)) + " tokens)");
-    auto loss = train_step(model, optimizer, batch, lr, t.grad_clip, rt);
-    state.step += 1;
-    state.tokens += batch.x.numel();
-    window_tokens += batch.x.numel();
+      const double lr = learning_rate_at(t, step);
+      // Every rank draws the same global batch from the same stream and trains on its own rows, the
+      // loss scored over the global batch's count of scored tokens (targets -1 are not scored).
+      auto batch = corpus.batch(Split::Train, t.batch_size, data_rng);
+      const auto scored = static_cast<double>((batch.y != -1).sum().item<int64_t>());
+      Stage stage("training step " + std::to_string(step) + " (batch " + std::to_string(batch.x.size(0)) + " x " +
+                  std::to_string(batch.x.size(1)) + " tokens)");
+      auto loss = train_step(model, optimizer, rank_rows(batch, dist), scored, lr, t.grad_clip, rt, dist);
+      dist.verify_replicas(optimizer_params(optimizer), step);
+      state.step += 1;
+      state.tokens += batch.x.numel();
+      window_tokens += batch.x.numel();
 
-    // On CUDA, reading the loss syncs the device: only at log steps. On CPU it is free.
-    if (step % t.log_interval == 0 || rt.device.is_cpu()) {
-      const double value = loss.item<double>();
-      check_finite("training", value, step);
-      if (step % t.log_interval == 0) {
-        const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
-        const double tok_s = window_s > 0 ? window_tokens / window_s : 0;
-        const double per_step = std::chrono::duration<double>(Clock::now() - start).count() /
-                                std::max<int64_t>(1, state.step - first_step);
-        metrics.write({{"step", step}, {"train_loss", value}, {"lr", lr}, {"tokens_per_s", tok_s}});
-        spdlog::info("step {:>6}/{} | train {:.4f} | lr {:.2e} | {} tok/s | ETA {}", step, t.max_iters, value, lr,
-                     format_rate(tok_s), format_duration(per_step * (t.max_iters - state.step)));
-        window_start = Clock::now();
-        window_tokens = 0;
+      // On CUDA, reading the loss syncs the device: only at log steps. On CPU it is free.
+      if (step % t.log_interval == 0 || rt.device.is_cpu()) {
+        const double value = dist.sum(loss.item<double>());  // each rank holds its rows' share of the mean
+        check_finite("training", value, step);
+        if (step % t.log_interval == 0) {
+          const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
+          const double tok_s = window_s > 0 ? window_tokens / window_s : 0;
+          const double per_step = std::chrono::duration<double>(Clock::now() - start).count() /
+                                  std::max<int64_t>(1, state.step - first_step);
+          json row = {{"step", step}, {"train_loss", value}, {"lr", lr}, {"tokens_per_s", tok_s}};
+          dist.add_stats(row, /*window=*/true);
+          metrics.write(row);
+          spdlog::info("step {:>6}/{} | train {:.4f} | lr {:.2e} | {} tok/s | ETA {}", step, t.max_iters, value, lr,
+                       format_rate(tok_s), format_duration(per_step * (t.max_iters - state.step)));
+          window_start = Clock::now();
+          window_tokens = 0;
+        }
       }
     }
+  } catch (const DistributedError& e) {  // a peer is gone: say so in the summary; the checkpoint is intact
+    status = "failed";
+    error = e.what();
+    write_summary(elapsed());
+    throw;
   }
-  save_weights(paths.weights(), model);
+  if (writes) save_weights(paths.weights(), model);
   json s = write_summary(elapsed());
   spdlog::info("done: val {:.4f}, best {:.4f}, {} tok/s, {}", last_val, state.best_val_loss,
                format_rate(s["tokens_per_s"].get<double>()), format_duration(elapsed()));
@@ -274,13 +331,25 @@ struct Session {
   GPT model{nullptr};
   std::unique_ptr<torch::optim::AdamW> optimizer;
   TrainState state;
+  std::unique_ptr<Distributed> dist;  // the other ranks (LocalProcess when there are none)
 };
 
-static Session make_session(Config c, std::unique_ptr<Corpus> corpus) {
+// Joins the launch's process group (after every local check, so a refusal comes before waiting
+// on peers), on the runtime's device: CUDA ranks take the device of their local rank.
+static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Launch& launch) {
   Session s;
   c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
+  if (c.train.batch_size % launch.world_size != 0)
+    throw ConfigError("train.batch_size: " + std::to_string(c.train.batch_size) + " is not divisible by the world size " +
+                      std::to_string(launch.world_size) + " (it is the global batch; each rank trains on an equal share)");
   check_training_fits(c);  // before any allocation: refuse with the numbers rather than die in the allocator
-  s.runtime = make_runtime(c);
+  Config local = c;  // ranks sharing a machine share its cores (the config keeps 0 = default)
+  if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0)
+    local.train.threads = std::max(1, default_threads() / launch.local_world_size);
+  s.runtime = make_runtime(local);
+  if (launch.distributed() && s.runtime.device.is_cuda()) s.runtime.device = torch::Device(torch::kCUDA, launch.local_rank);
+  s.dist = connect(launch, s.runtime.device, static_cast<uint64_t>(c.seed),
+                   static_cast<int64_t>(c.train.dist_bucket_mb * 1024 * 1024));
   torch::manual_seed(c.seed);
   s.model = GPT(c.model);
   s.model->to(s.runtime.device);
@@ -291,38 +360,55 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus) {
   return s;
 }
 
+// Rank 0's weights everywhere (a new run: the same seed built the same model, and init_from read
+// the same file, but nothing checks that), then the loop.
 static TrainResult run_session(Session& s, const std::string& dir, int64_t stop_at) {
-  return run_loop(s.config, *s.corpus, dir, s.model, *s.optimizer, s.state, s.runtime, stop_at);
+  s.dist->broadcast_parameters(s.model->parameters());
+  return run_loop(s.config, *s.corpus, dir, s.model, *s.optimizer, s.state, s.runtime, *s.dist, stop_at);
 }
 
-TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const std::string& init_from) {
+TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const std::string& init_from,
+                      const Launch& launch) {
   check_output_dir(dir, "--out");
   if (is_run_dir(dir))
     throw ConfigError("--out " + dir + ": already holds a run; continue it with `poslab train --resume " + dir +
                       "` or pick another --out");
   std::optional<InitSource> source;
   if (!init_from.empty()) source = read_init_source(init_from, c);
-  Session s = make_session(c, make_corpus(c));
+  Session s = make_session(c, make_corpus(c), launch);
   if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
-  // Everything is valid: only now does the run directory appear.
-  fs::create_directories(dir);
-  RunPaths paths{dir};
-  write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
-  write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
-  if (source) {
-    write_file_atomic(paths.init_from(), json{{"run", init_from}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
-    spdlog::info("initialised from {} (block_size {})", init_from, source->config.model.block_size);
+  // Everything is valid: only now does the run directory appear, written by rank 0 alone.
+  if (s.dist->is_main()) {
+    fs::create_directories(dir);
+    RunPaths paths{dir};
+    write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
+    write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
+    if (source) {
+      write_file_atomic(paths.init_from(),
+                        json{{"run", init_from}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
+      spdlog::info("initialised from {} (block_size {})", init_from, source->config.model.block_size);
+    }
   }
   return run_session(s, dir, stop_at);
 }
 
-TrainResult train_resume(const std::string& dir, int64_t stop_at) {
+TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& launch) {
   RunPaths paths{dir};
   if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": no run here (config.json is missing)");
   Config c = config_from_json(read_json_file(paths.config()));
   auto tokenizer = CharTokenizer::from_json(read_json_file(paths.vocab()));
-  Session s = make_session(c, make_corpus(c, tokenizer));
+  Session s = make_session(c, make_corpus(c, tokenizer), launch);
   if (file_exists(paths.checkpoint())) s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
+  // Each rank's batch rows and dropout stream depend on the world size: only the same one resumes exactly.
+  if (s.state.step > 0 && s.state.world_size != s.dist->world_size())
+    throw ConfigError("--resume " + dir + ": the checkpoint was written by " + std::to_string(s.state.world_size) +
+                      " rank(s), this launch has " + std::to_string(s.dist->world_size()) +
+                      "; resume with the same world size");
+  // Every rank reads the checkpoint itself: one that found another file (or none) must not go on.
+  if (s.dist->sum(static_cast<double>(s.state.step)) != static_cast<double>(s.state.step) * s.dist->world_size())
+    throw DistributedError("--resume " + dir + ": the ranks found checkpoints at different steps; the run directory "
+                           "must be on a filesystem every rank reads");
+  s.dist->restore_rank_rng(s.state.rank_rng);
   return run_session(s, dir, stop_at);
 }
 

@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Data-parallel training over c10d: two ranks on 127.0.0.1, launched directly through RANK/WORLD_SIZE
+# (and through torchrun where it is installed). Skipped (77) on a build without Gloo.
+source "$(dirname "$0")/lib.sh"
+cd "$WORK"
+PY=/usr/bin/python3
+export POSLAB_DIST_TIMEOUT_S=30  # a broken test fails in 30 s instead of the default 300
+
+free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# Tasks (copy): targets outside the answer are -1, so the loss normalisation is exercised.
+printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},
+ "train": {"max_iters": 20, "batch_size": 8, "eval_interval": 10, "eval_iters": 3, "log_interval": 1,
+           "precision": "fp32", "threads": 1}}\n' > tiny.json
+
+# ranks2 OUTPREFIX -- poslab args...: rank 0 and 1 at once; logs in OUTPREFIX.r0/.r1, statuses in OUTPREFIX.rc0/.rc1.
+ranks2() {
+  local prefix=$1 port
+  shift 2
+  port=$(free_port)
+  for r in 0 1; do
+    (RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_CHECK_WEIGHTS=1 \
+       "$POSLAB" "$@" > "$prefix.r$r" 2>&1; echo $? > "$prefix.rc$r") &
+  done
+  wait
+}
+ok2() { [ "$(cat "$1.rc0")" = 0 ] && [ "$(cat "$1.rc1")" = 0 ]; }
+
+# A build without Gloo refuses a distributed launch at once, naming what to install.
+out=$(RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=2 \
+      "$POSLAB" train -c tiny.json --out probe 2>&1)
+if [[ "$out" == *"no Gloo"* ]]; then
+  check "the refusal names libgloo-dev" grep -q libgloo-dev <<< "$out"
+  echo "SKIP: this poslab was built without Gloo (install libgloo-dev and rebuild): $out"
+  exit 77
+fi
+check "no peer: rank 1 fails to connect within the timeout, one line (got: $out)" \
+  bash -c '[[ "$1" == *"connecting to MASTER_ADDR=127.0.0.1"* ]] && [ $(printf "%s\n" "$1" | grep -c .) -eq 1 ]' _ "$out"
+check "no peer: nothing written" test ! -e probe
+
+# losses_match A B TOL: every train/val loss of metrics A equals B's within TOL (absolute).
+losses_match() {
+  "$PY" - "$1" "$2" "$3" <<'PY'
+import json, sys
+rows = [[json.loads(l) for l in open(p)] for p in sys.argv[1:3]]
+tol = float(sys.argv[3])
+assert len(rows[0]) == len(rows[1]) > 0, (len(rows[0]), len(rows[1]))
+worst = 0.0
+for a, b in zip(*rows):
+    assert a["step"] == b["step"]
+    for k in ("train_loss", "val_loss"):
+        if k in a:
+            worst = max(worst, abs(a[k] - b[k]))
+print("largest difference", worst)
+sys.exit(0 if worst <= tol else 1)
+PY
+}
+
+# (a) Two ranks, the same global batch: the losses of one process to float tolerance. The gradient
+# all-reduce adds the ranks' partial sums in another order than one process does (~1e-7 relative
+# per step, compounding over 20 steps): 1e-5 absolute on losses of ~3.8.
+"$POSLAB" train -c tiny.json --out single > single.log 2>&1
+ranks2 two -- train -c tiny.json --out two
+check "two ranks finish (exit $(cat two.rc0), $(cat two.rc1))" ok2 two
+check "two ranks log the single-process losses within 1e-5" losses_match single/metrics.jsonl two/metrics.jsonl 1e-5
+# (b) ...with bit-identical weights on both ranks after every step (POSLAB_DIST_CHECK_WEIGHTS).
+check "weights compared after all 20 steps" grep -q '"replicas_verified_steps": 20' two/summary.json
+check "the summary reports the all-reduce time" grep -q '"allreduce_ms"' two/summary.json
+check "rank 1 writes nothing and logs no progress" bash -c '! grep -q "step " two.r1 && [ $(ls two | wc -l) -eq 6 ]'
+
+# Randomized positions are drawn from the stream every rank shares: still the single-process losses.
+rnd="--set model.pos_encoding.randomize.max_position=64"
+"$POSLAB" train -c tiny.json $rnd --out single-rnd > single-rnd.log 2>&1
+ranks2 two-rnd -- train -c tiny.json $rnd --out two-rnd
+check "randomized positions: two ranks log the single-process losses" losses_match single-rnd/metrics.jsonl two-rnd/metrics.jsonl 1e-5
+
+# LibTorch's clipping and AdamW (not the fused CPU pass) read the all-reduced .grad() too.
+"$POSLAB" train -c tiny.json --set train.fused_adamw=false --out single-unfused > /dev/null 2>&1
+ranks2 two-unfused -- train -c tiny.json --set train.fused_adamw=false --out two-unfused
+check "LibTorch's AdamW: two ranks log the single-process losses" losses_match single-unfused/metrics.jsonl two-unfused/metrics.jsonl 1e-5
+
+# (c) Exact resume under two ranks, with dropout (each rank's own RNG stream is in the checkpoint).
+drop="--set model.dropout=0.1"
+ranks2 straight -- train -c tiny.json $drop --out straight
+ranks2 split -- train -c tiny.json $drop --out split --stop-at 7
+check "two ranks stop at --stop-at" grep -q '"status": "interrupted"' split/summary.json
+ranks2 resumed -- train --resume split
+check "two ranks resume (exit $(cat resumed.rc0), $(cat resumed.rc1))" ok2 resumed
+check "dropout: weights identical on both ranks after the resumed steps" grep -q '"replicas_verified_steps": 13' split/summary.json
+check "resumed losses equal the unbroken run's exactly" losses_match straight/metrics.jsonl split/metrics.jsonl 0
+
+# (e) Another world size on resume is refused, naming both sizes.
+"$POSLAB" train -c tiny.json $drop --out split1 --stop-at 5 > /dev/null 2>&1
+expect_fail 2 "written by 2 rank(s), this launch has 1" -- "$POSLAB" train --resume split
+ranks2 wrong -- train --resume split1
+check "a one-rank checkpoint resumed by two ranks is refused on both" \
+  bash -c 'grep -q "written by 1 rank(s), this launch has 2" wrong.r0 && [ "$(cat wrong.rc0)" = 2 ] && [ "$(cat wrong.rc1)" = 2 ]'
+
+# (f) Bad launch variables: one line, exit 2, nothing written.
+export MASTER_PORT=29500
+expect_fail 2 "RANK=2 must be below WORLD_SIZE=2" -- env RANK=2 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 "$POSLAB" train -c tiny.json --out bad1
+expect_fail 2 "WORLD_SIZE='two' is not an integer" -- env RANK=0 WORLD_SIZE=two MASTER_ADDR=127.0.0.1 "$POSLAB" train -c tiny.json --out bad2
+expect_fail 2 "MASTER_ADDR is not set" -- env RANK=0 WORLD_SIZE=2 "$POSLAB" train -c tiny.json --out bad3
+expect_fail 2 "WORLD_SIZE is missing" -- env RANK=0 "$POSLAB" train -c tiny.json --out bad4
+expect_fail 2 "train.batch_size: 8 is not divisible by the world size 3" -- env RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 "$POSLAB" train -c tiny.json --out bad5
+expect_fail 2 "SLURM_PROCID=4 must be below SLURM_NTASKS=4" -- env SLURM_PROCID=4 SLURM_NTASKS=4 MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad6
+expect_fail 2 "OMPI_COMM_WORLD_SIZE='' is not an integer" -- env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE= MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad7
+unset MASTER_PORT
+check "bad launches write nothing" bash -c '! ls -d bad* 2> /dev/null'
+
+# (d) A rank killed mid-run: the other exits non-zero, in one line, well within the timeout, and
+# the last checkpoint still loads.
+sed 's/"max_iters": 20/"max_iters": 100000/' tiny.json > long.json
+port=$(free_port)
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=20 \
+    "$POSLAB" train -c long.json --out killed > killed.r$r 2>&1 &
+  pids[$r]=$!
+done
+for _ in $(seq 1 300); do [ -f killed/checkpoint.pt ] && break; sleep 0.1; done
+sleep 1
+kill -9 "${pids[1]}"
+start=$(date +%s)
+wait "${pids[0]}"
+status=$? took=$(( $(date +%s) - start ))
+wait "${pids[1]}" 2> /dev/null
+check "the surviving rank exits 1 (got $status)" test "$status" -eq 1
+check "...within the 20 s timeout (took ${took} s)" test "$took" -le 20
+check "...with one line naming the failure" bash -c 'grep -qE "^poslab: failed( while [^:]*)?: distributed \(rank 0 of 2\)" killed.r0 && [ $(grep -c "poslab:" killed.r0) -eq 1 ]'
+check "...and marks the run failed" grep -q '"status": "failed"' killed/summary.json
+"$POSLAB" eval --run killed --lengths 8 --batches 1 > /dev/null 2>&1
+check "the last checkpoint loads" test $? -eq 0
+
+# A rank that hangs (stopped, not dead: its sockets stay open) is given up after POSLAB_DIST_TIMEOUT_S.
+port=$(free_port)
+for r in 0 1; do
+  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=4 \
+    "$POSLAB" train -c long.json --out hung > hung.r$r 2>&1 &
+  pids[$r]=$!
+done
+for _ in $(seq 1 300); do [ -f hung/checkpoint.pt ] && break; sleep 0.1; done
+kill -STOP "${pids[1]}"
+start=$(date +%s)
+wait "${pids[0]}"
+status=$? took=$(( $(date +%s) - start ))
+kill -KILL "${pids[1]}"
+wait "${pids[1]}" 2> /dev/null
+check "a hung peer: rank 0 exits 1 (got $status)" test "$status" -eq 1
+check "...after the 4 s timeout, not much later (took ${took} s)" test "$took" -le 10
+check "...saying it timed out, in one line" bash -c 'grep -qE "^poslab: failed( while [^:]*)?: distributed \(rank 0 of 2\): .*Timed out" hung.r0 && [ $(grep -c "poslab:" hung.r0) -eq 1 ]'
+
+# torchrun (Debian 12's 1.13 wants the underscore flags, and -r/-t set: its default of 0 crashes on
+# Python 3.11). Its agent owns MASTER_PORT; the ranks join as store clients. Same ranks, same layout:
+# the very losses of the direct launch.
+if [ -x /usr/bin/torchrun ] && /usr/bin/torchrun --help > /dev/null 2>&1; then
+  /usr/bin/torchrun --no_python -r 1 -t 1 --nproc_per_node 2 --master_port "$(free_port)" \
+    "$POSLAB" train -c tiny.json --out via-torchrun > torchrun.log 2>&1
+  check "torchrun with two ranks finishes (exit $?)" test -f via-torchrun/model.pt
+  check "torchrun logs the direct launch's losses exactly" losses_match two/metrics.jsonl via-torchrun/metrics.jsonl 0
+else
+  echo "note: /usr/bin/torchrun missing or broken (python3-torch): its launch is not tested here"
+fi
+# Open MPI's mpirun: ranks from OMPI_COMM_WORLD_*, the store address passed with -x.
+if command -v mpirun > /dev/null; then
+  as_root=(); [ "$(id -u)" -eq 0 ] && as_root=(--allow-run-as-root)
+  mpirun "${as_root[@]}" --oversubscribe -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$(free_port)" \
+    "$POSLAB" train -c tiny.json --out via-mpirun > mpirun.log 2>&1
+  check "mpirun with two ranks finishes (exit $?)" test -f via-mpirun/model.pt
+  check "mpirun logs the direct launch's losses exactly" losses_match two/metrics.jsonl via-mpirun/metrics.jsonl 0
+else
+  echo "note: no mpirun (openmpi-bin): its launch is not tested here"
+fi
+finish
