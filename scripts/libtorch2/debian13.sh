@@ -9,7 +9,7 @@ src=$PWD
 root=${POSLAB_DEBIAN13_ROOT:-/var/cache/poslab/debian13}
 build=${POSLAB_DEBIAN13_BUILD:-build-debian13}  # inside the clone, git-ignored (/build*/)
 packages=(ca-certificates g++ cmake ninja-build libtorch-dev nlohmann-json3-dev libspdlog-dev libgtest-dev
-          libcli11-dev libopenblas0-pthread python3-torch python3-matplotlib)
+          libcli11-dev libopenblas0-pthread python3-torch python3-matplotlib libgloo-dev)
 need_mb=8000  # the root with LibTorch, python3-torch and matplotlib is ~5 GB
 
 die() { echo "debian13: ERROR: $*" >&2; exit 1; }

@@ -60,5 +60,6 @@ cmake --build "$build"
 log "built in $(( $(date +%s) - start )) s; CTest on the CPU"
 # The reference twin runs on the wheel's own torch, as poslab does: against Debian's 1.13 (OpenBLAS, other
 # kernels) the index encoding's logits differ by 2-6e-5 relative, past the parity bound of 1e-5.
-POSLAB_PARITY_PYTHON="$venv/bin/python" ctest --test-dir "$build" --output-on-failure -j 2 "$@"
+# Likewise torchrun: the wheel's own, whose agent store speaks this LibTorch's protocol.
+POSLAB_PARITY_PYTHON="$venv/bin/python" POSLAB_TORCHRUN="$venv/bin/torchrun" ctest --test-dir "$build" --output-on-failure -j 2 "$@"
 log "passed in $(( $(date +%s) - start )) s"

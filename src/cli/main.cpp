@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   bool debug = debug_env != nullptr && std::string(debug_env) != "0";
   CLI::App app{"poslab: compare positional encodings on a small GPT, in and beyond the training length"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "poslab 0.1.0");
+  app.set_version_flag("--version", "poslab 0.1.0 (LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." +
+                                        std::to_string(TORCH_VERSION_MINOR) + "." + std::to_string(TORCH_VERSION_PATCH) + ")");
   app.add_flag("--debug", debug, "On a failure, print LibTorch's full message and stack trace (or POSLAB_DEBUG=1)");
   poslab::cli::add_train(app);
   poslab::cli::add_eval(app);

@@ -90,7 +90,9 @@ std::string local_address_towards(const std::string& host, int port) {
 void quiet_c10d_logging() {
   const char* debug = std::getenv("POSLAB_DEBUG");
   if (debug && std::string(debug) != "0") return;
-  if (auto* level = static_cast<int*>(dlsym(RTLD_DEFAULT, "_ZN3fLI17FLAGS_minloglevelE"))) *level = 3;  // FATAL
+  // glog's flag (Debian's 1.13), then c10's own logger's (2.x wheels, built without glog): FATAL only.
+  for (const char* flag : {"_ZN3fLI17FLAGS_minloglevelE", "FLAGS_minloglevel", "FLAGS_caffe2_log_level"})
+    if (auto* level = static_cast<int*>(dlsym(RTLD_DEFAULT, flag))) *level = 3;
 }
 
 // A c10d failure as one line: LibTorch's messages carry a stack trace and several lines.

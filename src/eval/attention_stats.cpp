@@ -7,8 +7,10 @@
 #include <cmath>
 
 #include "eval/evaluator.h"
+#include "train/memory_estimate.h"
 #include "train/run_dir.h"
 #include "util/files.h"
+#include "util/stage.h"
 #include "util/tensor_json.h"
 
 namespace poslab {
@@ -131,9 +133,13 @@ json attention_stats(GPT& model, const Corpus& corpus, const Config& c, const At
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);
   model->eval();
-  json lengths = json::array();
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
+    if (rt.device.is_cpu()) check_attention_fits(c, corpus.tokens_at(length));  // every length, before any work
+  }
+  json lengths = json::array();
+  for (int length : o.lengths) {
+    Stage stage("attention statistics at " + std::to_string(corpus.tokens_at(length)) + " tokens");
     lengths.push_back(stats_at_length(model, corpus, c, length, o, rt));
   }
   return {{"encoding", c.model.pos_encoding.kind},

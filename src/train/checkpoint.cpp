@@ -133,6 +133,14 @@ void load_checkpoint_weights(const std::string& path, GPT& model) {
   guard_checkpoint(path, [&] { read_model(archive, model, path); });
 }
 
+// An AdamW state this LibTorch cannot read (one written by another major version keys it differently).
+static std::string optimizer_state_unreadable(const std::string& path) {
+  return "checkpoint " + path + ": its AdamW state cannot be read by this LibTorch (" + std::to_string(TORCH_VERSION_MAJOR) +
+         "." + std::to_string(TORCH_VERSION_MINOR) +
+         "; written by another version?); its weights still load: evaluate it, or continue from them with "
+         "`poslab train --init-from RUN` (a new optimizer)";
+}
+
 TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer* optimizer) {
   torch::serialize::InputArchive archive;
   open_checkpoint(path, archive);
@@ -146,7 +154,9 @@ TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Op
       // Optimizer state loads on the CPU; keep it beside the parameters.
       const auto device = model->parameters().front().device();
       for (auto& item : optimizer->state()) {
+        if (!item.second) throw ConfigError(optimizer_state_unreadable(path));
         auto& st = static_cast<torch::optim::AdamWParamState&>(*item.second);
+        if (!st.exp_avg().defined() || !st.exp_avg_sq().defined()) throw ConfigError(optimizer_state_unreadable(path));
         st.exp_avg(st.exp_avg().to(device));
         st.exp_avg_sq(st.exp_avg_sq().to(device));
       }

@@ -75,15 +75,27 @@ void check_training_fits(const Config& c) {
   throw ConfigError(msg.str());
 }
 
-void check_evaluation_fits(const Config& c, int64_t tokens) {
-  const auto e = estimate_evaluation_memory(c, tokens, GPTImpl::kDefaultAttentionBudget);
+// Throws ConfigError "WHAT at N tokens needs ~X (...), Y available; ..." when `e` exceeds what is free.
+static void refuse_if_too_big(const MemoryEstimate& e, const std::string& what, int64_t tokens) {
   const int64_t available = available_memory_bytes();
   if (available <= 0 || e.total() <= available) return;
   std::ostringstream msg;
-  msg << "evaluation at " << tokens << " tokens needs ~" << format_bytes(e.total()) << " (" << format_bytes(e.weights_bytes)
+  msg << what << " at " << tokens << " tokens needs ~" << format_bytes(e.total()) << " (" << format_bytes(e.weights_bytes)
       << " of weights, " << format_bytes(e.activations_bytes) << " of activations for one sequence), "
-      << format_bytes(available) << " available; evaluate at shorter --lengths";
+      << format_bytes(available) << " available; use shorter --lengths";
   throw ConfigError(msg.str());
+}
+
+void check_evaluation_fits(const Config& c, int64_t tokens) {
+  refuse_if_too_big(estimate_evaluation_memory(c, tokens, GPTImpl::kDefaultAttentionBudget), "evaluation", tokens);
+}
+
+void check_attention_fits(const Config& c, int64_t tokens) {
+  // Recording attends whole: the scores in flight (3 copies) plus every layer's kept probabilities.
+  const double kept = static_cast<double>(c.model.n_layer + 3) * c.model.n_head * tokens * tokens * 4;
+  auto e = estimate_evaluation_memory(c, tokens, 0);
+  e.activations_bytes += static_cast<int64_t>(std::min(kept, 9.0e18));
+  refuse_if_too_big(e, "attention statistics", tokens);
 }
 
 }  // namespace poslab

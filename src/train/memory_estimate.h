@@ -22,6 +22,9 @@ MemoryEstimate estimate_training_memory(const Config& config);
 MemoryEstimate estimate_evaluation_memory(const Config& config, int64_t tokens, int64_t attention_budget_bytes);
 // Throws ConfigError "evaluation at N tokens needs ~X (...), Y available" when it cannot fit.
 void check_evaluation_fits(const Config& config, int64_t tokens);
+// `poslab attention` keeps every layer's whole (H, T, T) probabilities of one sequence: the same
+// check with those counted in.
+void check_attention_fits(const Config& config, int64_t tokens);
 // MemAvailable from /proc/meminfo in bytes; -1 where it cannot be read.
 int64_t available_memory_bytes();
 // Throws ConfigError "... needs ~X GiB (...), Y GiB available" when the estimate exceeds what is free.

@@ -152,13 +152,16 @@ check "...saying it timed out, in one line" bash -c 'grep -qE "^poslab: failed( 
 # torchrun (Debian 12's 1.13 wants the underscore flags, and -r/-t set: its default of 0 crashes on
 # Python 3.11). Its agent owns MASTER_PORT; the ranks join as store clients. Same ranks, same layout:
 # the very losses of the direct launch.
-if [ -x /usr/bin/torchrun ] && /usr/bin/torchrun --help > /dev/null 2>&1; then
-  /usr/bin/torchrun --no_python -r 1 -t 1 --nproc_per_node 2 --master_port "$(free_port)" \
+# The launcher must match the build's LibTorch (its agent hosts the store the ranks join): POSLAB_TORCHRUN
+# names it (scripts/libtorch2/pypi_cuda.sh passes the wheel's own), else Debian's.
+TORCHRUN=${POSLAB_TORCHRUN:-/usr/bin/torchrun}
+if [ -x "$TORCHRUN" ] && "$TORCHRUN" --help > /dev/null 2>&1; then
+  "$TORCHRUN" --no_python -r 1 -t 1 --nproc_per_node 2 --master_port "$(free_port)" \
     "$POSLAB" train -c tiny.json --out via-torchrun > torchrun.log 2>&1
   check "torchrun with two ranks finishes (exit $?)" test -f via-torchrun/model.pt
   check "torchrun logs the direct launch's losses exactly" losses_match two/metrics.jsonl via-torchrun/metrics.jsonl 0
 else
-  echo "note: /usr/bin/torchrun missing or broken (python3-torch): its launch is not tested here"
+  echo "note: $TORCHRUN missing or broken (python3-torch): its launch is not tested here"
 fi
 # Open MPI's mpirun: ranks from OMPI_COMM_WORLD_*, the store address passed with -x.
 if command -v mpirun > /dev/null; then
