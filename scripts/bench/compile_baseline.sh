@@ -25,16 +25,17 @@ export PYTHONWARNINGS=ignore
 [ -x "$POSLAB" ] || { echo "compile_baseline: no poslab binary at $POSLAB" >&2; exit 2; }
 [ -z "$POSLAB2" ] || [ -x "$POSLAB2" ] || { echo "compile_baseline: POSLAB2=$POSLAB2 is not an executable" >&2; exit 2; }
 echo "== $CONFIG, $WARMUP warm-up + $STEPS timed steps, $(nproc) cores, $REPEATS repeats, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
-twin() { "$TORCH_PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 "$@" > /dev/null; }
+# nanoGPT's environment: OMP_WAIT_POLICY as the user has it (unset here), PyTorch's default threads.
+twin() { env -u OMP_WAIT_POLICY "$TORCH_PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 "$@" > /dev/null; }
 for r in $(seq 1 "$REPEATS"); do
   d="$OUT/r$r"
   mkdir -p "$d"
   echo "-- repeat $r/$REPEATS"
   "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --json "$d/poslab_1x.json" > /dev/null
   [ -z "$POSLAB2" ] || "$POSLAB2" bench --config "$CONFIG" --steps "$STEPS" --json "$d/poslab_2x.json" > /dev/null
-  env -u OMP_WAIT_POLICY twin --precision fp32 --json "$d/twin_eager.json"
-  env -u OMP_WAIT_POLICY twin --precision fp32 --compile --json "$d/twin_compiled.json"
-  env -u OMP_WAIT_POLICY twin --precision bf16 --compile --json "$d/twin_compiled_bf16.json"
+  twin --precision fp32 --json "$d/twin_eager.json"
+  twin --precision fp32 --compile --json "$d/twin_compiled.json"
+  twin --precision bf16 --compile --json "$d/twin_compiled_bf16.json"
 done
 "$TORCH_PY" - "$OUT" "$REPEATS" <<'PYEOF'
 import json, os, statistics, sys
