@@ -75,5 +75,8 @@ start=$(date +%s)
 log "configure and build in $build"
 in_root bash -c "cd /src && cmake -S . -B '$build' -G Ninja -DCMAKE_BUILD_TYPE=Release > /dev/null && cmake --build '$build'"
 log "built in $(( $(date +%s) - start )) s; CTest"
-in_root bash -c "cd /src && ctest --test-dir '$build' --output-on-failure -j 2 $(printf '%q ' "$@")"
+# Debian 13's own torchrun (python3-torch 2.6) fails before starting a rank: its agent asks for the libuv
+# store, which Debian's LibTorch is built without (USE_LIBUV=0 does not help). Its launch test is skipped,
+# said so; poslab's ranks themselves fall back to the classic store there (src/distributed/process_group.cpp).
+in_root bash -c "cd /src && POSLAB_TORCHRUN=/nonexistent/debian13-torchrun-needs-libuv ctest --test-dir '$build' --output-on-failure -j 2 $(printf '%q ' "$@")"
 log "passed in $(( $(date +%s) - start )) s"
