@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # poslab vs its PyTorch twin, one after the other (never at once: the numbers would lie), on the
 # same config, data and threads. Prints both and the ratios; writes the JSON files to OUT.
-#   bash scripts/bench/compare.sh [CONFIG] [STEPS] [THREADS] [OUT]      (REPEATS=3 by default)
+#   bash scripts/bench/compare.sh [CONFIG] [STEPS] [THREADS] [OUT]      (REPEATS=3, WARMUP=10 by default)
+# Issue 17's recipe, 2000 iterations in all: bash scripts/bench/compare.sh configs/bench/nanogpt-cpu.json 1990
+# Each run also reports its final validation loss on the trainer's fixed validation batches.
 # Pairs: (1) defaults: poslab as shipped vs the twin as nanoGPT runs on CPU (fp32, PyTorch's default
 # threads, environment untouched); (2) fp32 vs fp32 at THREADS threads, each with its faster OpenMP
 # wait policy: poslab its default (ACTIVE), the twin PASSIVE (ACTIVE runs it ~2.3x slower, see
@@ -16,22 +18,23 @@ STEPS=${2:-100}
 THREADS=${3:-$(nproc)}
 OUT=${4:-runs/bench}
 REPEATS=${REPEATS:-3}
+WARMUP=${WARMUP:-10}
 POSLAB=${POSLAB:-build/poslab}
 PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
-echo "== $CONFIG, $STEPS timed steps, $(nproc) cores, $REPEATS repeats, $(date -u +%F)"
+echo "== $CONFIG, $WARMUP warm-up + $STEPS timed steps, $(nproc) cores, $REPEATS repeats, $(date -u +%F)"
 for r in $(seq 1 "$REPEATS"); do
   d="$OUT/r$r"
   mkdir -p "$d"
   echo "-- repeat $r/$REPEATS"
-  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --json "$d/poslab_default.json" > /dev/null
-  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --set train.fused_adamw=false --json "$d/poslab_default_unfused.json" > /dev/null
-  env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads 0 \
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_default.json" > /dev/null
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --set train.fused_adamw=false --json "$d/poslab_default_unfused.json" > /dev/null
+  env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 \
     --precision fp32 --json "$d/twin_default.json" > /dev/null
-  env -u OMP_WAIT_POLICY "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" \
+  env -u OMP_WAIT_POLICY "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --precision fp32 --threads "$THREADS" \
     --json "$d/poslab_fp32.json" > /dev/null
-  OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --precision fp32 --threads "$THREADS" \
+  OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --precision fp32 --threads "$THREADS" \
     --json "$d/poslab_fp32_passive.json" > /dev/null
-  OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --threads "$THREADS" \
+  OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
     --precision fp32 --json "$d/twin_fp32.json" > /dev/null
 done
 "$PY" - "$OUT" "$REPEATS" <<'PYEOF'
@@ -42,18 +45,19 @@ runs = [{k: json.load(open(f"{out}/r{i}/{k}.json")) for k in names} for i in ran
 def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
 def med(values): return statistics.median(values)
 print(f"median of {repeats} repeats")
-print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11}")
+print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11} {'val loss':>8}")
 table = {}
 for k in names:
     xs = [r[k] for r in runs]
     row = {"precision": xs[0]["precision"], "threads": xs[0]["threads"], "batch_shards": xs[0].get("batch_shards", 1),
            "train_tokens_per_s": med([tok(x) for x in xs]), "ms_per_step_median": med([x["ms_per_step_median"] for x in xs]),
-           "ms_per_step_p90": med([x["ms_per_step_p90"] for x in xs]), "peak_rss_mb": med([x["peak_rss_mb"] for x in xs])}
+           "ms_per_step_p90": med([x["ms_per_step_p90"] for x in xs]), "peak_rss_mb": med([x["peak_rss_mb"] for x in xs]),
+           "val_loss": med([x["val_loss"] for x in xs])}
     table[k] = row
     print(f"{k:23} {row['precision']:>9} {row['threads']:>7} {row['batch_shards']:>6} {row['train_tokens_per_s']:12.0f} "
-          f"{row['ms_per_step_median']:11.1f} {row['ms_per_step_p90']:7.1f} {row['peak_rss_mb']:11.1f}")
+          f"{row['ms_per_step_median']:11.1f} {row['ms_per_step_p90']:7.1f} {row['peak_rss_mb']:11.1f} {row['val_loss']:8.4f}")
 ratios = {
-    "defaults: poslab / nanoGPT-style twin (target >= 2.0)": lambda r: tok(r["poslab_default"]) / tok(r["twin_default"]),
+    "defaults: poslab / nanoGPT-style twin (target >= 3.0)": lambda r: tok(r["poslab_default"]) / tok(r["twin_default"]),
     "fp32, same threads: poslab / twin (target >= 1.1)": lambda r: tok(r["poslab_fp32"]) / tok(r["twin_fp32"]),
     "fp32, same threads and PASSIVE: poslab / twin": lambda r: tok(r["poslab_fp32_passive"]) / tok(r["twin_fp32"]),
     "fused AdamW: defaults / unfused": lambda r: tok(r["poslab_default"]) / tok(r["poslab_default_unfused"]),
@@ -64,5 +68,11 @@ for label, f in ratios.items():
     per = [f(r) for r in runs]
     summary["ratios"][label] = {"median": med(per), "per_repeat": per}
     print(f"{label:55} median {med(per):.2f}x   (" + ", ".join(f"{v:.2f}" for v in per) + ")")
+# The same seed gives the same data and initial weights on both sides: the loss gap is bf16 and
+# fusing, not luck of the draw. (Issue 17 asks for <= 0.02 at 2000 iterations.)
+per = [r["poslab_default"]["val_loss"] - r["twin_default"]["val_loss"] for r in runs]
+summary["val_loss_gap"] = {"median": med(per), "per_repeat": per}
+print(f"{'val loss: poslab defaults - twin defaults (<= 0.02)':55} median {med(per):+.4f}   (" +
+      ", ".join(f"{v:+.4f}" for v in per) + ")")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 PYEOF

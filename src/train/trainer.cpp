@@ -137,8 +137,7 @@ torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch
 // from their own RNG so that evaluating never moves the training stream.
 // Ranks score every world_size-th batch and sum: each batch is scored once, and every rank gets
 // the same value, so all take the same best/stop decisions.
-static double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& c, const Runtime& rt,
-                                Distributed& dist) {
+double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& c, const Runtime& rt, Distributed& dist) {
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);  // whole batches here, not shards
   model->eval();

@@ -36,6 +36,10 @@ torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch
 // of the mean loss (dist.sum of it is the global loss).
 torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double scored, double lr,
                          double grad_clip, const Runtime& runtime, Distributed& dist);
+// Mean loss over train.eval_iters validation batches, the same batches at every call (their own
+// RNG, seeded from config.seed), so runs and benchmarks compare on one fixed set.
+double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& config, const Runtime& runtime,
+                         Distributed& dist);
 
 // Starts a new run in `run_dir` (which must not hold a run). Everything is validated — config,
 // data, model — before the directory is created, so a bad input leaves nothing behind.

@@ -27,9 +27,14 @@ for q, a in rows:
 out=$("$POSLAB" sample --run run --prompt "cab|" --tokens 5 --temperature 0)
 check "sample continues the prompt with 5 tokens" test "${#out}" -eq 9
 
-"$POSLAB" bench -c sort.json --steps 3 --warmup 1 --json bench.json > bench.txt
-for key in train_tokens_per_s eval_tokens_per_s ms_per_step_median ms_per_step_p90 peak_rss_mb achieved_gflops matmul_peak_gflops mfu; do
+"$POSLAB" bench -c sort.json --steps 4 --warmup 1 --json bench.json > bench.txt
+for key in train_tokens_per_s eval_tokens_per_s val_loss ms_per_step_median ms_per_step_p90 peak_rss_mb achieved_gflops matmul_peak_gflops mfu; do
   check "bench json has $key" grep -q "\"$key\"" bench.json
 done
 check "bench prints MFU" grep -q "of peak" bench.txt
+# 1 warm-up + 4 timed steps = the run's max_iters: the same steps, data and validation batches as train.
+check "bench val_loss equals train's final_val_loss after the same 5 steps" /usr/bin/python3 -c '
+import json
+b, t = json.load(open("bench.json"))["val_loss"], json.load(open("run/summary.json"))["final_val_loss"]
+assert abs(b - t) < 1e-5, (b, t)'
 finish
