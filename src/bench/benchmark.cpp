@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <sstream>
 
 #include "data/corpus.h"
@@ -129,6 +130,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
                            std::to_string(TORCH_VERSION_PATCH)},
           {"precision", rt.bf16 ? "bf16" : "fp32"},
           {"threads", rt.threads},
+          {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"},
           {"batch_shards", rt.batch_shards},
           {"fused_adamw", rt.fused_adamw},
           {"steps", o.steps},

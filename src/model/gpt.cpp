@@ -41,8 +41,8 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
     for (int64_t q0 = 0; q0 < T; q0 += bias.query_block) {
       const int64_t q1 = std::min(T, q0 + bias.query_block);
       // Every query of the block is the last of keys 0..q1 at most: later keys are masked anyway.
-      blocks.push_back(attend(q.slice(2, q0, q1), k.slice(2, 0, q1), v.slice(2, 0, q1), bias.rows(q0, q1),
-                              /*is_causal=*/false, p_drop));  // (B, H, q1 - q0, hs)
+      blocks.push_back(attend_block(q.slice(2, q0, q1), k.slice(2, 0, q1), v.slice(2, 0, q1),
+                                    bias.rows(q0, q1)));  // (B, H, q1 - q0, hs)
     }
     y = torch::cat(blocks, /*dim=*/2);
   } else {
@@ -68,6 +68,37 @@ torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q, const torc
   }
 #endif
   return explicit_attention(q, k, v, mask, p_drop);
+}
+
+// (t_q, t_k): 0 where key j is at or before query i, the queries being the last t_q of the keys; else -inf.
+static torch::Tensor causal_mask(int64_t t_q, int64_t t_k, const torch::Device& device) {
+  return torch::full({t_q, t_k}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(device))
+      .triu(/*diagonal=*/t_k - t_q + 1);
+}
+
+torch::Tensor CausalSelfAttentionImpl::attend_block(const torch::Tensor& q, const torch::Tensor& k,
+                                                    const torch::Tensor& v, const torch::Tensor& bias_rows) {
+  const auto t_q = q.size(2), t_k = k.size(2), hs = q.size(-1);
+  bool fused = false;
+#if TORCH_VERSION_MAJOR >= 2
+  fused = q.is_cuda() || q.scalar_type() == torch::kFloat;  // attend() takes the fused kernel then
+#endif
+  if (fused || pos->needs_scores() || record_probs != nullptr || is_training()) {
+    auto mask = causal_mask(t_q, t_k, q.device());
+    return attend(q, k, v, bias_rows.defined() ? bias_rows + mask : mask, /*is_causal=*/false,
+                  /*p_drop=*/is_training() ? dropout : 0.0);
+  }
+  // The explicit path with fewer passes over the (H, t_q, t_k) scores, which dominate at long lengths:
+  // the scale goes into q (t_q x hs values, not t_q x t_k), the bias is added once, and the causal mask
+  // touches only the last t_q keys, in place, instead of a whole (t_q, t_k) mask built and added.
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  auto att = torch::matmul(q * scale, k.transpose(-2, -1));  // (B, H, t_q, t_k)
+  if (bias_rows.defined()) att = att + bias_rows;
+  att.slice(/*dim=*/-1, t_k - t_q).masked_fill_(
+      torch::ones({t_q, t_q}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(/*diagonal=*/1),
+      -std::numeric_limits<float>::infinity());
+  att = torch::softmax(att, /*dim=*/-1);
+  return torch::matmul(att.to(v.scalar_type()), v);  // (B, H, t_q, hs)
 }
 
 torch::Tensor CausalSelfAttentionImpl::explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
@@ -140,10 +171,8 @@ GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
 }
 
 torch::Tensor GPTImpl::masked_bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) {
-  const auto t_q = q_pos.size(0), t_k = k_pos.size(0);
-  auto mask = torch::full({t_q, t_k}, -std::numeric_limits<float>::infinity(), torch::TensorOptions().device(q_pos.device()))
-                  .triu(/*diagonal=*/t_k - t_q + 1);  // (t_q, t_k): 0 where key j <= query i's position
-  auto b = pos->bias(q_pos, k_pos);                   // (H, t_q, t_k) or undefined
+  auto mask = causal_mask(q_pos.size(0), k_pos.size(0), q_pos.device());  // (t_q, t_k)
+  auto b = pos->bias(q_pos, k_pos);                                       // (H, t_q, t_k) or undefined
   return b.defined() ? b + mask : mask;
 }
 
@@ -181,7 +210,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   if (block < T) {
     bias.query_block = block;
     bias.rows = [this, &positions](int64_t q0, int64_t q1) {
-      return masked_bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));
+      return pos->bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));  // (H, q1 - q0, q1) or undefined
     };
   } else {
     bias.whole = attention_bias(positions, cacheable);  // (T, T) or (H, T, T)

@@ -28,7 +28,9 @@ TORCH_MODULE(LayerNorm);
 // rather than with T^2: a block of queries q0..q1 needs only the keys 0..q1, the rest being masked.
 struct AttentionBias {
   torch::Tensor whole;  // (T, T_k) or (H, T, T_k); undefined when built per block
-  // Block mode: the rows of queries q0..q1 against keys 0..q1, (q1-q0, q1) or (H, q1-q0, q1).
+  // Block mode: the encoding's bias alone for queries q0..q1 against keys 0..q1, (H, q1-q0, q1), or
+  // undefined when it has none. The causal mask is applied by attention, to the last q1-q0 keys only:
+  // every earlier key precedes every query of the block.
   std::function<torch::Tensor(int64_t q0, int64_t q1)> rows;
   int64_t query_block = 0;   // > 0: attention runs this many queries at a time, from rows()
   bool causal_only = false;  // whole is the plain causal mask aligned top-left (the fused kernels' is_causal)
@@ -47,6 +49,10 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   // softmax(scale q.k^T (+ the scores hook) + mask) v: every LibTorch 1.x run; on 2.x CoPE, recording, bf16 on the CPU.
   torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& mask, double p_drop);
+  // A block of queries q (B, H, t_q, hs), the last t_q of keys k, v (B, H, t_k, hs), with the encoding's
+  // bias rows (AttentionBias::rows; may be undefined) and the causal mask. Evaluation only (no autograd).
+  torch::Tensor attend_block(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& bias_rows);
   torch::nn::Linear c_attn{nullptr}, c_proj{nullptr};
   torch::nn::Dropout resid_dropout{nullptr};
   int64_t n_head;

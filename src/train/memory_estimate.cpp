@@ -13,13 +13,19 @@
 
 namespace poslab {
 
+// Per block: qkv (3C^2) + projection (C^2) + MLP (8C^2) + norms; token table V*C; a learned table T*C.
+// Counted generously for every encoding (the learned table is the largest positional parameter).
+static int64_t count_parameters(const ModelConfig& m) {
+  const int64_t C = m.n_embd, L = m.n_layer, V = std::max(1, m.vocab_size);
+  return L * (12 * C * C + 4 * C) + V * C + static_cast<int64_t>(m.block_size) * C + 2 * C;
+}
+
 MemoryEstimate estimate_training_memory(const Config& c) {
   const auto& m = c.model;
   const int64_t C = m.n_embd, L = m.n_layer, H = m.n_head, T = m.block_size, V = std::max(1, m.vocab_size);
   const int64_t B = c.train.batch_size;
   MemoryEstimate e;
-  // Per block: qkv (3C^2) + projection (C^2) + MLP (8C^2) + norms; token table V*C; a learned table T*C.
-  e.params = L * (12 * C * C + 4 * C) + V * C + T * C + 2 * C;
+  e.params = count_parameters(m);
   e.weights_bytes = e.params * 4 * 4;
   // Per block and token, backward keeps ~34 values of width C (nanoGPT-style accounting), plus the
   // (H, T, T) attention probabilities and scores; logits (B, T, V) twice (softmax and its gradient).
@@ -30,9 +36,9 @@ MemoryEstimate estimate_training_memory(const Config& c) {
 
 MemoryEstimate estimate_evaluation_memory(const Config& c, int64_t tokens, int64_t attention_budget_bytes) {
   const auto& m = c.model;
-  const int64_t C = m.n_embd, L = m.n_layer, T = tokens, V = std::max(1, m.vocab_size);
+  const int64_t C = m.n_embd, T = tokens, V = std::max(1, m.vocab_size);
   MemoryEstimate e;
-  e.params = L * (12 * C * C + 4 * C) + V * C + m.block_size * C + 2 * C;
+  e.params = count_parameters(m);
   e.weights_bytes = e.params * 4;  // no gradients or optimizer state at evaluation
   // Without autograd only the layer being computed is alive: the residual stream, q/k/v, the MLP's
   // 4C and a few temporaries (~16 C per token); the logits and their log-softmax (3 V); one block

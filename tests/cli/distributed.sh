@@ -111,13 +111,19 @@ check "bad launches write nothing" bash -c '! ls -d bad* 2> /dev/null'
 # (d) A rank killed mid-run: the other exits non-zero, in one line, well within the timeout, and
 # the last checkpoint still loads.
 sed 's/"max_iters": 20/"max_iters": 100000/' tiny.json > long.json
-port=$(free_port)
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=20 \
-    "$POSLAB" train -c long.json --out killed > killed.r$r 2>&1 &
-  pids[$r]=$!
-done
-for _ in $(seq 1 300); do [ -f killed/checkpoint.pt ] && break; sleep 0.1; done
+# start_two_ranks OUT TIMEOUT_S: two ranks of a long run in the background (pids[0], pids[1]; logs
+# OUT.r0, OUT.r1), returning once the first checkpoint is written.
+start_two_ranks() {
+  local out=$1 timeout_s=$2 port r
+  port=$(free_port)
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=$timeout_s \
+      "$POSLAB" train -c long.json --out "$out" > "$out.r$r" 2>&1 &
+    pids[$r]=$!
+  done
+  for _ in $(seq 1 300); do [ -f "$out/checkpoint.pt" ] && break; sleep 0.1; done
+}
+start_two_ranks killed 20
 sleep 1
 kill -9 "${pids[1]}"
 start=$(date +%s)
@@ -132,13 +138,7 @@ check "...and marks the run failed" grep -q '"status": "failed"' killed/summary.
 check "the last checkpoint loads" test $? -eq 0
 
 # A rank that hangs (stopped, not dead: its sockets stay open) is given up after POSLAB_DIST_TIMEOUT_S.
-port=$(free_port)
-for r in 0 1; do
-  RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=4 \
-    "$POSLAB" train -c long.json --out hung > hung.r$r 2>&1 &
-  pids[$r]=$!
-done
-for _ in $(seq 1 300); do [ -f hung/checkpoint.pt ] && break; sleep 0.1; done
+start_two_ranks hung 4
 kill -STOP "${pids[1]}"
 start=$(date +%s)
 wait "${pids[0]}"

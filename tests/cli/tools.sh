@@ -32,6 +32,9 @@ for key in train_tokens_per_s eval_tokens_per_s val_loss ms_per_step_median ms_p
   check "bench json has $key" grep -q "\"$key\"" bench.json
 done
 check "bench prints MFU" grep -q "of peak" bench.txt
+check "bench runs under the caller's OMP_WAIT_POLICY (lib.sh sets PASSIVE)" grep -q '"omp_wait_policy": "PASSIVE"' bench.json
+env -u OMP_WAIT_POLICY "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_unset.json > /dev/null
+check "commands that train choose ACTIVE when OMP_WAIT_POLICY is unset" grep -q '"omp_wait_policy": "ACTIVE"' bench_unset.json
 # 1 warm-up + 4 timed steps = the run's max_iters: the same steps, data and validation batches as train.
 check "bench val_loss equals train's final_val_loss after the same 5 steps" /usr/bin/python3 -c '
 import json
