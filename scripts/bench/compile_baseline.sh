@@ -31,8 +31,8 @@ for r in $(seq 1 "$REPEATS"); do
   d="$OUT/r$r"
   mkdir -p "$d"
   echo "-- repeat $r/$REPEATS"
-  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --json "$d/poslab_1x.json" > /dev/null
-  [ -z "$POSLAB2" ] || "$POSLAB2" bench --config "$CONFIG" --steps "$STEPS" --json "$d/poslab_2x.json" > /dev/null
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_1x.json" > /dev/null
+  [ -z "$POSLAB2" ] || "$POSLAB2" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_2x.json" > /dev/null
   twin --precision fp32 --json "$d/twin_eager.json"
   twin --precision fp32 --compile --json "$d/twin_compiled.json"
   twin --precision bf16 --compile --json "$d/twin_compiled_bf16.json"
@@ -45,7 +45,7 @@ names = [n for n in ["poslab_1x", "poslab_2x", "twin_eager", "twin_compiled", "t
 runs = [{k: json.load(open(f"{out}/r{i}/{k}.json")) for k in names} for i in range(1, repeats + 1)]
 def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
 med = statistics.median
-print(f"median of {repeats} repeats (the twins' val loss after the short run; poslab bench reports none)")
+print(f"median of {repeats} repeats; val loss on the same fixed validation batches after warm-up + timed steps")
 print(f"{'run':20} {'version':>14} {'precision':>9} {'threads':>7} {'train tok/s':>12} {'ms/step p50':>11} {'val loss':>9}")
 table = {}
 for k in names:
@@ -63,5 +63,9 @@ for p in [n for n in names if n.startswith("poslab")]:
         per = [tok(r[p]) / tok(r[t]) for r in runs]
         summary["ratios"][f"{p} / {t}"] = {"median": med(per), "per_repeat": per}
         print(f"{p + ' / ' + t:40} median {med(per):.2f}x   (" + ", ".join(f"{v:.2f}" for v in per) + ")")
+    if "val_loss" in runs[0][p]:  # binaries before poslab bench reported a loss have none
+        gap = [r[p]["val_loss"] - r["twin_eager"]["val_loss"] for r in runs]
+        summary["ratios"][f"{p} val loss - twin_eager val loss"] = {"median": med(gap), "per_repeat": gap}
+        print(f"{p + ' val loss - twin_eager val loss':40} median {med(gap):+.4f}")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 PYEOF
