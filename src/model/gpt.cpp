@@ -110,10 +110,11 @@ torch::Tensor CausalSelfAttentionImpl::explicit_attention(const torch::Tensor& q
   if (pos->needs_scores()) {
     // Context-dependent positions (CoPE) read the scaled q.k before the mask.
     att = pos->scores(torch::matmul(q, k.transpose(-2, -1)) * scale, q, scale) + mask;
-  } else if (mask.dim() == 2 && q.scalar_type() == mask.scalar_type()) {
+  } else if (mask.dim() == 2) {
     // A mask shared by every head: one GEMM computes scale * q k^T + mask, no separate passes over the scores.
-    att = torch::baddbmm(mask, q.reshape({B * n_head, T, hs}), k.reshape({B * n_head, T_k, hs}).transpose(1, 2),
-                         /*beta=*/1.0, /*alpha=*/scale)
+    // A 2-D mask is the causal mask alone (biases are per head), 0 and -inf: exact in bf16 under autocast.
+    att = torch::baddbmm(mask.to(q.scalar_type()), q.reshape({B * n_head, T, hs}),
+                         k.reshape({B * n_head, T_k, hs}).transpose(1, 2), /*beta=*/1.0, /*alpha=*/scale)
               .view({B, n_head, T, T_k});
   } else {
     att = torch::matmul(q, k.transpose(-2, -1)) * scale + mask;
