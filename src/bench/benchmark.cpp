@@ -120,6 +120,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
   LocalProcess one;
   const double val_loss = estimate_val_loss(model, *corpus, c, rt, one);
   const double peak = matmul_gflops(rt);
+  const char* omp_wait_policy = std::getenv("OMP_WAIT_POLICY");
   const double tok_s = tokens / train_s;
   const double achieved = flops_per_token(model->num_params(), c.model) * tok_s / 1e9;
   return {{"config", {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
@@ -130,7 +131,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
                            std::to_string(TORCH_VERSION_PATCH)},
           {"precision", rt.bf16 ? "bf16" : "fp32"},
           {"threads", rt.threads},
-          {"omp_wait_policy", std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset"},
+          {"omp_wait_policy", omp_wait_policy ? omp_wait_policy : "unset"},
           {"batch_shards", rt.batch_shards},
           {"fused_adamw", rt.fused_adamw},
           {"steps", o.steps},

@@ -116,7 +116,12 @@ auto guarded(const Launch& l, const std::string& what, F body) {
   }
 }
 
-c10::intrusive_ptr<c10d::Store> make_tcp_store(const Launch& l, const c10d::TCPStoreOptions& o);
+// The TCP store with options `o`, under torchrun's per-attempt prefix where its agent hosts it.
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const Launch& l, const c10d::TCPStoreOptions& o) {
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
+  if (l.agent_store) store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + l.restart_count, store);
+  return store;
+}
 
 // The rendezvous store. Under torchrun's default rendezvous its agent already serves MASTER_PORT,
 // and every rank is a client under the agent's per-attempt prefix (as torch.distributed does).
@@ -131,21 +136,13 @@ c10::intrusive_ptr<c10d::Store> make_store(const Launch& l, std::chrono::millise
   // 2.4+ ask for the libuv store by default, which Debian 13's LibTorch 2.6 is built without ("use_libuv
   // was requested but PyTorch was build without libuv support"): fall back to the classic store there.
   try {
-    auto store = make_tcp_store(l, o);
-    return store;
+    return make_tcp_store(l, o);
   } catch (const c10::Error& e) {
     if (std::string(e.what()).find("libuv") == std::string::npos) throw;
     o.useLibUV = false;
   }
 #endif
   return make_tcp_store(l, o);
-}
-
-// The TCP store with options `o`, under torchrun's per-attempt prefix where its agent hosts it.
-c10::intrusive_ptr<c10d::Store> make_tcp_store(const Launch& l, const c10d::TCPStoreOptions& o) {
-  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
-  if (l.agent_store) store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + l.restart_count, store);
-  return store;
 }
 
 class ProcessGroup : public Distributed {

@@ -52,17 +52,25 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   return resid_dropout(c_proj(y));
 }
 
+bool CausalSelfAttentionImpl::takes_fused_kernel(const torch::Tensor& q) const {
+#if TORCH_VERSION_MAJOR >= 2
+  // CoPE reads q.k itself, which no fused kernel exposes, and recording needs the probabilities: both
+  // take the explicit path. So does bf16 on the CPU: there LibTorch 2.6's kernels train 13-30x (causal)
+  // and 2-4x (with a bias) slower than the explicit path at T 64-512, while in fp32 they are as fast or
+  // faster (docs/libtorch2.md).
+  return !pos->needs_scores() && record_probs == nullptr && (q.is_cuda() || q.scalar_type() == torch::kFloat);
+#else
+  return false;  // LibTorch 1.x has no scaled_dot_product_attention
+#endif
+}
+
 torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                               const torch::Tensor& mask, bool is_causal, double p_drop) {
 #if TORCH_VERSION_MAJOR >= 2
   // Fused kernels: flash attention when only the causal mask applies, else the bias (ALiBi, T5,
   // KERPLE, Sandwich, FIRE) plus the causal mask as the additive attn_mask (a learned bias gets its
-  // gradient through it). CoPE reads q.k itself, which no fused kernel exposes: it takes the explicit
-  // path below, as does recording the probabilities. So does bf16 on the CPU: there LibTorch 2.6's
-  // kernels train 13-30x (causal) and 2-4x (with a bias) slower than the explicit path at T 64-512,
-  // while in fp32 they are as fast or faster (docs/libtorch2.md).
-  const bool fused_fast = q.is_cuda() || q.scalar_type() == torch::kFloat;
-  if (!pos->needs_scores() && record_probs == nullptr && fused_fast) {
+  // gradient through it).
+  if (takes_fused_kernel(q)) {
     if (is_causal) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, p_drop, /*is_causal=*/true);
     return at::scaled_dot_product_attention(q, k, v, mask.to(q.scalar_type()), p_drop, /*is_causal=*/false);
   }
@@ -79,11 +87,8 @@ static torch::Tensor causal_mask(int64_t t_q, int64_t t_k, const torch::Device& 
 torch::Tensor CausalSelfAttentionImpl::attend_block(const torch::Tensor& q, const torch::Tensor& k,
                                                     const torch::Tensor& v, const torch::Tensor& bias_rows) {
   const auto t_q = q.size(2), t_k = k.size(2), hs = q.size(-1);
-  bool fused = false;
-#if TORCH_VERSION_MAJOR >= 2
-  fused = q.is_cuda() || q.scalar_type() == torch::kFloat;  // attend() takes the fused kernel then
-#endif
-  if (fused || pos->needs_scores() || record_probs != nullptr || is_training()) {
+  // The fused kernel, CoPE and recording need the whole mask: attend() as for whole attention.
+  if (takes_fused_kernel(q) || pos->needs_scores() || record_probs != nullptr || is_training()) {
     auto mask = causal_mask(t_q, t_k, q.device());
     return attend(q, k, v, bias_rows.defined() ? bias_rows + mask : mask, /*is_causal=*/false,
                   /*p_drop=*/is_training() ? dropout : 0.0);

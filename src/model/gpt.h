@@ -46,6 +46,8 @@ struct CausalSelfAttentionImpl : torch::nn::Module {
   // a fused kernel where one applies, else explicit_attention.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
                        bool is_causal, double p_drop);
+  // Whether attend() runs LibTorch 2.x's fused scaled_dot_product_attention for queries q.
+  bool takes_fused_kernel(const torch::Tensor& q) const;
   // softmax(scale q.k^T (+ the scores hook) + mask) v: every LibTorch 1.x run; on 2.x CoPE, recording, bf16 on the CPU.
   torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                    const torch::Tensor& mask, double p_drop);
