@@ -2,6 +2,7 @@
 
   python3 scripts/plots pe PE.json OUT.png
   python3 scripts/plots attention ATTENTION.json STATS.png MAPS.png
+  python3 scripts/plots probe PROBE.json OUT.png
   python3 scripts/plots compare-attention RESULTS_DIR [OUT.png]     (default RESULTS_DIR/attention.png)
 
 Exit status: 0 written, 2 unreadable or malformed input (one line naming the file).
@@ -42,6 +43,9 @@ def main(argv=None):
     p.add_argument("input")
     p.add_argument("stats_png")
     p.add_argument("maps_png")
+    p = sub.add_parser("probe", help="a run's probe-TASK.json: the depth x length heat map")
+    p.add_argument("input")
+    p.add_argument("output")
     p = sub.add_parser("compare-attention", help="a compare results directory's attention summary")
     p.add_argument("results_dir")
     p.add_argument("output", nargs="?")
@@ -58,6 +62,11 @@ def main(argv=None):
             require(data, args.input, ["lengths", "n_layer", "n_head"])
             attention.plot_stats(data, args.stats_png)
             attention.plot_maps(data, args.maps_png)
+        elif args.command == "probe":
+            from plots import probes
+            data = read_json(args.input)
+            require(data, args.input, ["task", "results", "train_length"])
+            probes.plot_probe(data, args.output)
         else:
             from plots import attention, style
             res_path = os.path.join(args.results_dir, "results.json")

@@ -87,6 +87,7 @@ int main(int argc, char** argv) {
   poslab::cli::add_compare(app);
   poslab::cli::add_pe(app);
   poslab::cli::add_attention(app);
+  poslab::cli::add_probe(app);
   poslab::cli::add_data(app);
   poslab::cli::add_sample(app);
   poslab::cli::add_bench(app);

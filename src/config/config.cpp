@@ -92,7 +92,9 @@ static void merge_at(json& base, const json& patch, const std::string& prefix, c
       throw ConfigError(where + ": unknown key '" + key + "' (allowed here: " + join(known) + ")");
     }
     json& slot = base[it.key()];
-    if (slot.is_object()) {
+    if (slot.is_object() && key == "data.probes.passkey" && it.value().is_number()) {
+      merge_at(slot, json{{"fraction", it.value()}}, key, where);  // the short form: a fraction of windows
+    } else if (slot.is_object()) {
       merge_at(slot, it.value(), key, where);
     } else {
       if (!same_type(slot, it.value()))
@@ -271,6 +273,19 @@ Config config_from_json(const json& j) {
   require(d.max_len >= d.min_len, "data.max_len", ">= data.min_len (" + std::to_string(d.min_len) + ")", d.max_len);
   require(d.symbols >= 2 && d.symbols <= 26, "data.symbols", "between 2 and 26", d.symbols);
   require(d.val_fraction > 0 && d.val_fraction < 1, "data.val_fraction", "in (0, 1)", d.val_fraction);
+  auto& pk = d.probes.passkey;
+  pk.fraction = get<double>(full, "data.probes.passkey.fraction");
+  pk.digits = get<int>(full, "data.probes.passkey.digits");
+  pk.haystack = get<std::string>(full, "data.probes.passkey.haystack");
+  pk.template_name = get<std::string>(full, "data.probes.passkey.template");
+  pk.loss = get<std::string>(full, "data.probes.passkey.loss");
+  require(pk.fraction >= 0 && pk.fraction <= 1, "data.probes.passkey.fraction", "in [0, 1] (of training windows)", pk.fraction);
+  require(pk.digits >= 1 && pk.digits <= 18, "data.probes.passkey.digits", "between 1 and 18", pk.digits);
+  one_of("data.probes.passkey.haystack", pk.haystack, {"noise", "text"}, "haystack");
+  one_of("data.probes.passkey.template", pk.template_name, {"auto", "reference", "compact"}, "template");
+  one_of("data.probes.passkey.loss", pk.loss, {"all", "answer"}, "loss");
+  if (pk.fraction > 0 && d.kind != "text")
+    throw ConfigError("data.probes.passkey.fraction: passkey documents mix into text corpora; data.kind is " + d.kind);
 
   auto& m = c.model;
   m.n_layer = get<int>(full, "model.n_layer");
@@ -351,7 +366,10 @@ json config_to_json(const Config& c) {
       {"device", c.device},
       {"data",
        {{"kind", c.data.kind}, {"task", c.data.task}, {"path", c.data.path}, {"min_len", c.data.min_len},
-        {"max_len", c.data.max_len}, {"symbols", c.data.symbols}, {"val_fraction", c.data.val_fraction}}},
+        {"max_len", c.data.max_len}, {"symbols", c.data.symbols}, {"val_fraction", c.data.val_fraction},
+        {"probes", {{"passkey", {{"fraction", c.data.probes.passkey.fraction}, {"digits", c.data.probes.passkey.digits},
+                                 {"haystack", c.data.probes.passkey.haystack},
+                                 {"template", c.data.probes.passkey.template_name}, {"loss", c.data.probes.passkey.loss}}}}}}},
       {"model",
        {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
         {"block_size", c.model.block_size}, {"dropout", c.model.dropout}, {"bias", c.model.bias},

@@ -61,6 +61,20 @@ struct ModelConfig {
   int vocab_size = 0;  // not a config key: set from the corpus's tokenizer
 };
 
+// Passkey documents (probe/passkey.h) mixed into text training, so that a model learns the format it is
+// probed with: a failure past the training length is then about distance, not about the format.
+struct PasskeyMixConfig {
+  double fraction = 0.0;            // of training windows replaced by passkey documents; 0 = off
+  int digits = 5;                   // key length (the probe's default too)
+  std::string haystack = "noise";   // noise (the reference's filler) | text (the training split)
+  std::string template_name = "auto";  // JSON key "template": auto | reference | compact
+  std::string loss = "all";         // all | answer: score every token of a passkey document, or the key alone
+};
+
+struct ProbesConfig {
+  PasskeyMixConfig passkey;  // "data.probes.passkey": F is short for {"fraction": F}
+};
+
 struct DataConfig {
   std::string kind = "task";  // task|text
   std::string task = "copy";  // see data/README.md
@@ -69,6 +83,7 @@ struct DataConfig {
   int max_len = 16;
   int symbols = 16;           // task: size of the item alphabet (copy, reverse, sort, recall keys)
   double val_fraction = 0.1;  // text: tail fraction held out for validation
+  ProbesConfig probes;
 };
 
 struct TrainConfig {

@@ -74,6 +74,40 @@ void TextCorpus::load(const DataConfig& config, const std::string& text) {
   auto all = torch::tensor(ids, torch::kLong);
   train_ = all.slice(0, 0, n - n_val);
   val_ = all.slice(0, n - n_val, n);
+  passkey_ = config.probes.passkey;
+  if (passkey_.fraction > 0) {
+    const std::string key = "data.probes.passkey";
+    passkey_template_ = &passkey_template(passkey_.template_name, block_size_, passkey_.digits);
+    try {
+      for (char c = '0'; c <= '9'; ++c) tokenizer_.id(std::string(1, c));
+      const int64_t filler = block_size_ + 1 - passkey_fixed_tokens(tokenizer_, *passkey_template_, passkey_.digits);
+      if (filler < 1)
+        throw ConfigError("the " + passkey_template_->name + " template with " + std::to_string(passkey_.digits) +
+                          "-digit keys needs more than block_size+1 = " + std::to_string(block_size_ + 1) + " tokens");
+      if (passkey_.haystack == "noise") {
+        passkey_haystack_ = noise_haystack(tokenizer_, block_size_ + 1);
+      } else {
+        auto head = ids.begin() + (n - n_val);  // the training split only: validation text stays held out
+        passkey_haystack_ = text_haystack(tokenizer_, std::vector<int64_t>(ids.begin(), head));
+      }
+    } catch (const ConfigError& e) {
+      throw ConfigError(key + ": " + e.what());
+    }
+  }
+}
+
+void TextCorpus::passkey_row(int64_t* x, int64_t* y, Rng& rng) const {
+  const std::string key = random_key(passkey_.digits, rng);
+  const double depth = static_cast<double>(rng.below(1 << 20)) / ((1 << 20) - 1);  // uniform in [0, 1]
+  const int64_t T = block_size_;
+  const int64_t offset =
+      passkey_.haystack == "noise" ? 0 : draw_sentence_start(passkey_haystack_, T + 1, rng, "data.probes.passkey.haystack");
+  const auto doc = make_passkey_doc(tokenizer_, *passkey_template_, key, T, depth, passkey_haystack_, offset);
+  for (int64_t t = 0; t < T; ++t) {
+    x[t] = doc.ids[t];
+    // "answer": only the key's digits are targets, so the document teaches retrieval and nothing else.
+    y[t] = passkey_.loss == "all" || t + 1 >= doc.key_start ? doc.ids[t + 1] : -1;
+  }
 }
 
 Batch TextCorpus::batch(Split split, int batch_size, Rng& rng) const {
@@ -83,7 +117,16 @@ Batch TextCorpus::batch(Split split, int batch_size, Rng& rng) const {
   for (auto& s : starts) s = rng.below(data.size(0) - T);
   auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(T + 1, torch::kLong);  // (B, T+1)
   auto windows = data.index({idx});
-  return {windows.slice(1, 0, T).contiguous(), windows.slice(1, 1, T + 1).contiguous()};
+  Batch out{windows.slice(1, 0, T).contiguous(), windows.slice(1, 1, T + 1).contiguous()};
+  if (split == Split::Train && passkey_.fraction > 0) {
+    // Each window is replaced by a passkey document with probability `fraction` (drawn after the
+    // window starts, so a run without passkey documents draws exactly the same windows).
+    auto* x = out.x.data_ptr<int64_t>();
+    auto* y = out.y.data_ptr<int64_t>();
+    for (int b = 0; b < batch_size; ++b)
+      if (static_cast<double>(rng.below(1 << 20)) < passkey_.fraction * (1 << 20)) passkey_row(x + b * T, y + b * T, rng);
+  }
+  return out;
 }
 
 static void check_fits(const Config& config, const Corpus& corpus) {

@@ -11,6 +11,7 @@
 #include "data/rng.h"
 #include "data/tasks.h"
 #include "data/tokenizer.h"
+#include "probe/passkey.h"
 
 namespace poslab {
 
@@ -68,8 +69,13 @@ class TextCorpus : public Corpus {
 
  private:
   void load(const DataConfig& config, const std::string& text);
+  // A passkey document of block_size+1 tokens as one training row (data.probes.passkey).
+  void passkey_row(int64_t* x, int64_t* y, Rng& rng) const;
   int block_size_;
   torch::Tensor train_, val_;  // (N,) int64
+  PasskeyMixConfig passkey_;
+  const PasskeyTemplate* passkey_template_ = nullptr;
+  Haystack passkey_haystack_;
 };
 
 // Builds the corpus a config names; throws ConfigError when data and model do not fit together.

@@ -1,0 +1,89 @@
+"""Retrieval probes: the needle-in-a-haystack heat map (depth x length, exact match) of one run, and
+exact match against length with Wilson 95% bands for the compare report.
+
+A dashed line marks the training length: cells right of it are past anything the model was trained on.
+"""
+
+import math
+
+from plots import style
+from plots.style import plt, np
+
+
+def probe_grid(probe):
+    """(depths, lengths, exact matrix with nan for n/a) of a probe JSON's non-control cells."""
+    cells = [r for r in probe["results"] if r.get("control") is None or r.get("depth") is not None]
+    cells = [r for r in cells if r.get("control") != "adjacent"]
+    lengths = sorted({r["length"] for r in cells})
+    depths = sorted({r["depth"] for r in cells if r.get("depth") is not None})
+    grid = np.full((len(depths), len(lengths)), np.nan)
+    for r in cells:
+        if r.get("depth") is None:
+            continue
+        grid[depths.index(r["depth"]), lengths.index(r["length"])] = style.num(r.get("exact"))
+    return depths, lengths, grid
+
+
+def draw_heatmap(ax, probe, title=None):
+    depths, lengths, grid = probe_grid(probe)
+    im = ax.imshow(grid, cmap="RdYlGn", vmin=0, vmax=1, aspect="auto", origin="upper")
+    ax.set_xticks(range(len(lengths)))
+    ax.set_xticklabels([str(L) for L in lengths])
+    ax.set_yticks(range(len(depths)))
+    ax.set_yticklabels(["%d%%" % round(100 * d) for d in depths])
+    ax.set_xlabel("document length (tokens)")
+    ax.set_ylabel("needle depth")
+    for i in range(len(depths)):
+        for j in range(len(lengths)):
+            v = grid[i, j]
+            ax.text(j, i, "n/a" if math.isnan(v) else "%.2f" % v, ha="center", va="center", fontsize=8)
+    train = probe.get("train_length")
+    if train:
+        # Between the last length <= train and the next one: where extrapolation starts.
+        inside = [j for j, L in enumerate(lengths) if L <= train]
+        if inside and inside[-1] < len(lengths) - 1:
+            ax.axvline(inside[-1] + 0.5, color="black", linestyle="--", linewidth=1.2)
+    ax.set_title(title or "%s: exact match" % probe.get("encoding", "?"), fontsize=10)
+    return im
+
+
+def plot_probe(probe, out):
+    fig, ax = plt.subplots(figsize=(1.2 + 0.9 * max(3, len({r["length"] for r in probe["results"]})), 3.6))
+    im = draw_heatmap(ax, probe, "%s probe, %s: exact match (%s template, %s-digit keys)\ndashed: the training length "
+                      "(%s tokens); effective length %s" % (probe.get("task"), probe.get("encoding"), probe.get("template"),
+                                                            probe.get("digits"), probe.get("train_length"),
+                                                            probe.get("effective_length")))
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    fig.savefig(out, dpi=style.DPI)
+    plt.close(fig)
+
+
+def length_curve(probe):
+    """(lengths, exact, low, high) over the probe cells pooled over depths (Wilson bounds per length)."""
+    by = {}
+    for r in probe["results"]:
+        if r.get("control") is not None and r.get("depth") is None:
+            continue
+        if r.get("control") == "adjacent" or r.get("status") != "ok":
+            continue
+        n, k = by.get(r["length"], (0, 0))
+        by[r["length"]] = (n + r["trials"], k + round(r["exact"] * r["trials"]))
+    lengths = sorted(by)
+    exact, low, high = [], [], []
+    for L in lengths:
+        n, k = by[L]
+        lo, hi = wilson(k, n)
+        exact.append(k / n)
+        low.append(lo)
+        high.append(hi)
+    return lengths, exact, low, high
+
+
+def wilson(k, n, z=1.959963984540054):
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -1,0 +1,77 @@
+// poslab probe: does a trained run retrieve information past its training length? Passkey retrieval
+// (a key hidden at a depth in filler) per length and depth; writes RUN/probe-<task>.json and a heatmap.
+#include <iostream>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "probe/probe.h"
+#include "util/scripts.h"
+
+namespace poslab::cli {
+
+static std::vector<double> parse_depths(const std::string& text) {
+  std::vector<double> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    size_t used = 0;
+    double v = -1;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || item.empty() || !(v >= 0 && v <= 1))
+      throw ConfigError("--depths: '" + item + "' is not a fraction in [0, 1] (expected e.g. 0,0.25,0.5,0.75,1)");
+    out.push_back(v);
+  }
+  if (out.empty()) throw ConfigError("--depths: expected a comma-separated list of fractions in [0, 1]");
+  return out;
+}
+
+void add_probe(CLI::App& app) {
+  struct Opts {
+    std::string run, lengths, depths;
+    ProbeOptions probe;
+    bool no_controls = false, no_plot = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("probe", "Retrieval past the training length (passkey); writes RUN/probe-TASK.json and "
+                                          "RUN/probe-TASK.png");
+  cmd->add_option("--run,-r", o->run, "Run directory")->required();
+  cmd->add_option("--task,-t", o->probe.task, "Probe: passkey (default passkey)");
+  cmd->add_option("--lengths,-l", o->lengths, "Comma-separated document lengths in tokens (default: the run's eval lengths)");
+  cmd->add_option("--depths", o->depths,
+                  "Comma-separated needle depths in [0, 1], the fraction of the filler before the needle (default 0,0.25,0.5,0.75)");
+  cmd->add_option("--trials", o->probe.trials, "Documents per (length, depth) cell (default 50)");
+  cmd->add_option("--haystack", o->probe.haystack, "Filler: noise (the reference's sentences) or text (held-out text of "
+                                                   "the run's corpus) (default noise)");
+  cmd->add_option("--digits", o->probe.digits, "Key digits (default: the run's data.probes.passkey.digits, 5 unless set)");
+  cmd->add_option("--template", o->probe.template_name,
+                  "auto|reference|compact (default: the run's data.probes.passkey.template, auto)");
+  cmd->add_flag("--no-needle", o->probe.no_needle, "Remove the needle from every cell: chance level");
+  cmd->add_flag("--no-controls", o->no_controls,
+                "Skip the control rows (depth 1, the needle next to the question; and no needle) at each length");
+  cmd->add_option("--threshold", o->probe.threshold,
+                  "Effective length: the lower 95% Wilson bound of exact match must reach this (default 0.85)");
+  cmd->add_option("--seed", o->probe.seed, "Seed of the documents (default 1)");
+  cmd->add_flag("--no-plot", o->no_plot, "Write the JSON only");
+  cmd->callback([o] {
+    if (!o->lengths.empty()) o->probe.lengths = parse_lengths(o->lengths, "--lengths");
+    if (!o->depths.empty()) o->probe.depths = parse_depths(o->depths);
+    o->probe.controls = !o->no_controls;
+    const std::string json_path = o->run + "/probe-" + o->probe.task + ".json";
+    const std::string png = o->run + "/probe-" + o->probe.task + ".png";
+    const std::string script = o->no_plot ? "" : find_script("plots");
+    if (!o->no_plot && script.empty())
+      throw ConfigError("probe: scripts/plots not found for the heatmap (set POSLAB_SCRIPTS, or pass --no-plot)");
+    const auto result = probe_run(o->run, o->probe);
+    std::cout << format_probe_table(result) << "written: " << json_path << "\n";
+    if (o->no_plot) return;
+    if (run_python_script(script, {"probe", json_path, png}) != 0)
+      throw std::runtime_error(json_path + " is written, but the heatmap failed (scripts/plots: needs python3-matplotlib)");
+    std::cout << "written: " << png << "\n";
+  });
+}
+
+}  // namespace poslab::cli

@@ -1,0 +1,273 @@
+// The probe loop: documents per (length, depth) cell, deterministic from the seed, scored in
+// batches by greedy decoding with the KV cache; Wilson intervals and the effective length on top.
+#include "probe/probe.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "data/corpus.h"
+#include "eval/evaluator.h"
+#include "probe/stats.h"
+#include "train/run_dir.h"
+#include "util/files.h"
+#include "util/progress.h"
+#include "util/stage.h"
+
+namespace poslab {
+using nlohmann::json;
+
+const std::vector<std::string> kProbeTasks = {"passkey", "mqar"};
+
+// Scores of a prefill over (B, T) tokens with attention whole fit this many bytes: beyond it the
+// probe recomputes through forward(), whose attention runs in query blocks.
+static constexpr int64_t kPrefillBudget = int64_t{256} << 20;
+
+static torch::Tensor last_logits(GPT& model, const torch::Tensor& x, const Runtime& rt) {  // x (B, T) -> (B, V)
+  AutocastGuard autocast(rt);
+  return model->forward(x).select(1, -1).to(torch::kFloat);
+}
+
+KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& rt, bool allow_cache) {
+  torch::InferenceMode guard;
+  model->eval();
+  KeyScores s;
+  const int64_t N = docs.size(0), L = docs.size(1) - 1, P = L + 1 - digits;  // P: prompt tokens
+  const auto& m = model->config;
+  const int64_t row_bytes = int64_t{m.n_head} * L * L * 4 * 2 + L * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
+  const bool cache = allow_cache && model->pos->kv_cacheable(L) && row_bytes <= kPrefillBudget;
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(64, kPrefillBudget / std::max<int64_t>(1, row_bytes)));
+  for (int64_t b0 = 0; b0 < N; b0 += rows) {
+    auto chunk = docs.slice(0, b0, std::min(N, b0 + rows)).to(rt.device);  // (B, L+1)
+    const int64_t B = chunk.size(0);
+    auto key = chunk.slice(1, P);                         // (B, digits)
+    auto greedy = torch::empty({B, digits}, chunk.options());  // (B, digits)
+    auto logprob = torch::zeros({B}, torch::kDouble);
+    auto take = [&](const torch::Tensor& logits, int64_t i) {  // logits (B, V) at digit i, teacher-forced
+      logprob += torch::log_softmax(logits, -1).gather(-1, key.slice(1, i, i + 1)).squeeze(-1).to(torch::kDouble).cpu();
+    };
+    if (cache) {
+      KVCache kv(static_cast<int64_t>(model->h->size()));
+      torch::Tensor logits;
+      {
+        AutocastGuard autocast(rt);
+        logits = model->forward_cached(chunk.slice(1, 0, P), kv).select(1, -1).to(torch::kFloat);  // (B, V)
+      }
+      take(logits, 0);
+      greedy.select(1, 0).copy_(logits.argmax(-1));
+      // Greedy and teacher-forced continuations share the prompt's cache: rows [greedy; teacher].
+      for (auto& layer : kv.layers) layer.k = torch::cat({layer.k, layer.k}), layer.v = torch::cat({layer.v, layer.v});
+      for (int64_t i = 1; i < digits; ++i) {
+        auto next = torch::cat({greedy.slice(1, i - 1, i), key.slice(1, i - 1, i)});  // (2B, 1)
+        {
+          AutocastGuard autocast(rt);
+          logits = model->forward_cached(next, kv).select(1, -1).to(torch::kFloat);  // (2B, V)
+        }
+        greedy.select(1, i).copy_(logits.slice(0, 0, B).argmax(-1));
+        take(logits.slice(0, B), i);
+      }
+    } else {
+      // Teacher forcing in one pass over prompt and key; greedy decoding by a forward per digit.
+      torch::Tensor all;
+      {
+        AutocastGuard autocast(rt);
+        all = model->forward(chunk.slice(1, 0, L)).slice(1, P - 1).to(torch::kFloat);  // (B, digits, V)
+      }
+      for (int64_t i = 0; i < digits; ++i) take(all.select(1, i), i);
+      auto seq = chunk.slice(1, 0, P);
+      for (int64_t i = 0; i < digits; ++i) {
+        greedy.select(1, i).copy_(last_logits(model, seq, rt).argmax(-1));
+        seq = torch::cat({seq, greedy.slice(1, i, i + 1)}, 1);
+      }
+    }
+    auto hits = greedy.eq(key).cpu();  // (B, digits)
+    s.trials += B;
+    s.exact += hits.all(1).sum().item<int64_t>();
+    s.digit_hits += hits.to(torch::kDouble).mean(1).sum().item<double>();
+    s.logprob_sum += logprob.sum().item<double>();
+  }
+  return s;
+}
+
+static json cell_json(int length, const json& depth, const KeyScores& s, const std::string& control) {
+  const auto [lo, hi] = wilson_interval(s.exact, s.trials);
+  const double n = static_cast<double>(s.trials);
+  return {{"length", length}, {"depth", depth}, {"control", control.empty() ? json(nullptr) : json(control)},
+          {"status", "ok"}, {"trials", s.trials}, {"exact", s.exact / n}, {"exact_low", lo}, {"exact_high", hi},
+          {"digit_accuracy", s.digit_hits / n}, {"key_logprob", s.logprob_sum / n}};
+}
+
+static json not_applicable_cell(int length, const json& depth, const std::string& control, const std::string& why) {
+  return {{"length", length}, {"depth", depth}, {"control", control.empty() ? json(nullptr) : json(control)},
+          {"status", "n/a: " + why}, {"trials", 0}, {"exact", nullptr}, {"exact_low", nullptr}, {"exact_high", nullptr},
+          {"digit_accuracy", nullptr}, {"key_logprob", nullptr}};
+}
+
+// One seed per cell, so that a cell's documents do not depend on which other cells run.
+static uint64_t cell_seed(int seed, int length, double depth, int control) {
+  return static_cast<uint64_t>(seed) * 0x100000001B3ULL ^ static_cast<uint64_t>(length) * 1000003ULL ^
+         static_cast<uint64_t>(std::llround(depth * 1e6) + 7) * 7919ULL ^ static_cast<uint64_t>(control) * 104729ULL;
+}
+
+static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
+  const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
+  const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
+                                      c.model.block_size, digits);
+  for (char ch = '0'; ch <= '9'; ++ch)
+    if (!tok.contains(std::string(1, ch)))
+      throw ConfigError("--task passkey: the run's vocabulary has no digit '" + std::string(1, ch) +
+                        "', so it cannot write a pass key (train on text that holds all ten digits)");
+  try {
+    passkey_fixed_tokens(tok, tmpl, digits);
+    noise_haystack(tok, 1);
+  } catch (const ConfigError& e) {
+    throw ConfigError("--task passkey: the run's vocabulary cannot write the " + tmpl.name + " template: " + e.what());
+  }
+  Haystack text;
+  if (o.haystack == "text") {
+    if (c.data.kind != "text")
+      throw ConfigError("--haystack text: the run trained on data.kind " + c.data.kind + ", which has no held-out text");
+    auto corpus = make_corpus(c, tok);
+    const auto& val = static_cast<const TextCorpus&>(*corpus).tokens(Split::Val);
+    text = text_haystack(tok, std::vector<int64_t>(val.data_ptr<int64_t>(), val.data_ptr<int64_t>() + val.numel()));
+  }
+  const int64_t fixed = passkey_fixed_tokens(tok, tmpl, digits);
+  struct Row { double depth; std::string control; };
+  std::vector<Row> rows;
+  const std::vector<double> depths = o.depths.empty() ? std::vector<double>{0, 0.25, 0.5, 0.75} : o.depths;
+  for (double d : depths) rows.push_back({d, o.no_needle ? "no_needle" : ""});
+  if (o.controls && !o.no_needle) {
+    if (std::find(depths.begin(), depths.end(), 1.0) == depths.end()) rows.push_back({1.0, "adjacent"});
+    rows.push_back({NAN, "no_needle"});
+  }
+  json results = json::array();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t li = 0; li < o.lengths.size(); ++li) {
+    const int L = o.lengths[li];
+    Stage stage("passkey probe at " + std::to_string(L) + " tokens");
+    std::string why;
+    if (L + 1 - fixed < 1) why = "the " + tmpl.name + " template needs " + std::to_string(fixed) + " tokens, more than " + std::to_string(L + 1);
+    else if (model->pos->max_positions() > 0 && L > model->pos->max_positions())
+      why = "the encoding represents " + std::to_string(model->pos->max_positions()) + " positions";
+    else if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
+      why = "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
+    for (size_t ri = 0; ri < rows.size(); ++ri) {
+      const auto& row = rows[ri];
+      const json depth = std::isnan(row.depth) ? json(nullptr) : json(row.depth);
+      if (!why.empty()) {
+        results.push_back(not_applicable_cell(L, depth, row.control, why));
+        continue;
+      }
+      const bool needle = row.control != "no_needle";
+      Rng rng(cell_seed(o.seed, L, std::isnan(row.depth) ? -1 : row.depth, needle ? 0 : 1));
+      const Haystack noise = o.haystack == "noise" ? noise_haystack(tok, L + 1) : Haystack{};
+      const Haystack& hay = o.haystack == "noise" ? noise : text;
+      auto docs = torch::empty({o.trials, L + 1}, torch::kLong);
+      double depth_sum = 0;
+      for (int t = 0; t < o.trials; ++t) {
+        const std::string key = random_key(digits, rng);
+        const int64_t offset = o.haystack == "noise" ? 0 : draw_sentence_start(hay, L + 1, rng, "--haystack text");
+        auto doc = make_passkey_doc(tok, tmpl, key, L, std::isnan(row.depth) ? 0.0 : row.depth, hay, offset, needle);
+        depth_sum += needle ? doc.depth : 0;
+        docs[t].copy_(torch::tensor(doc.ids, torch::kLong));
+      }
+      json cell = cell_json(L, depth, score_keys(model, docs, digits, rt), row.control);
+      if (needle) cell["depth_actual"] = depth_sum / o.trials;
+      results.push_back(cell);
+    }
+    if (!o.quiet) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      spdlog::info("passkey probe: length {} ({}/{}) done, {} elapsed", L, li + 1, o.lengths.size(), format_duration(secs));
+    }
+  }
+  return {{"template", tmpl.name}, {"template_strings", {{"task", tmpl.task}, {"needle", tmpl.needle},
+                                                         {"question", tmpl.question}, {"separator", tmpl.sep}}},
+          {"digits", digits}, {"haystack", o.haystack}, {"results", results}};
+}
+
+// Exact-match counts per length over the non-control cells, for the effective length.
+static int effective_length_of(const json& results, double threshold) {
+  std::map<int, LengthScore> by_length;
+  for (const auto& r : results) {
+    // Probe cells count; controls do not, but a --no-needle grid (its depths set) counts as it is.
+    const bool counted = r["control"].is_null() || (r["control"] == "no_needle" && !r["depth"].is_null());
+    if (!counted) continue;
+    auto& s = by_length[r["length"].get<int>()];
+    s.length = r["length"].get<int>();
+    if (r["status"] != "ok") { s.trials = std::max<int64_t>(s.trials, 1); continue; }  // n/a counts as a failure
+    s.trials += r["trials"].get<int64_t>();
+    s.successes += std::llround(r["exact"].get<double>() * r["trials"].get<double>());
+  }
+  std::vector<LengthScore> scores;
+  for (const auto& [L, s] : by_length) scores.push_back(s);
+  return effective_length(scores, threshold);
+}
+
+json probe_model(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
+  if (o.task != "passkey") throw ConfigError("--task: unknown probe '" + o.task + "' (allowed: passkey)");
+  json out = passkey_probe(model, tok, c, o, rt);
+  const int train_length = c.model.block_size;
+  const int eff = effective_length_of(out["results"], o.threshold);
+  json head = {{"task", o.task}, {"encoding", c.model.pos_encoding.kind}, {"train_length", train_length},
+               {"threshold", o.threshold}, {"effective_length", eff},
+               {"effective_multiple", static_cast<double>(eff) / train_length}, {"trials", o.trials}, {"seed", o.seed}};
+  head.update(out);
+  return head;
+}
+
+json probe_run(const std::string& dir, ProbeOptions o) {
+  if (std::find(kProbeTasks.begin(), kProbeTasks.end(), o.task) == kProbeTasks.end())
+    throw ConfigError("--task: unknown probe '" + o.task + "' (allowed: passkey, mqar)");
+  if (o.trials < 1) throw ConfigError("--trials: must be at least 1, got " + std::to_string(o.trials));
+  if (!(o.threshold > 0 && o.threshold <= 1)) throw ConfigError("--threshold: must be in (0, 1], got " + std::to_string(o.threshold));
+  if (o.haystack != "noise" && o.haystack != "text")
+    throw ConfigError("--haystack: unknown '" + o.haystack + "' (allowed: noise, text)");
+  for (double d : o.depths)
+    if (!(d >= 0 && d <= 1)) throw ConfigError("--depths: each depth must be in [0, 1] (a fraction of the filler), got " + std::to_string(d));
+  if (o.digits < 0 || o.digits > 18) throw ConfigError("--digits: must be between 1 and 18, got " + std::to_string(o.digits));
+  auto run = load_run(dir);
+  const Config& c = run.config;
+  if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
+  Runtime rt = make_runtime(c);
+  run.model->to(rt.device);
+  json out = probe_model(run.model, run.tokenizer, c, o, rt);
+  out["run"] = dir;
+  out["step"] = run.state.step;
+  write_file_atomic(dir + "/probe-" + o.task + ".json", out.dump(1) + "\n");
+  return out;
+}
+
+std::string format_probe_table(const json& p) {
+  std::ostringstream out;
+  char line[256];
+  out << p["task"].get<std::string>() << " probe of " << p["encoding"].get<std::string>() << " (trained at "
+      << p["train_length"] << " tokens; " << p["template"].get<std::string>() << " template, " << p["digits"]
+      << "-digit keys, " << p["haystack"].get<std::string>() << " haystack, " << p["trials"] << " trials a cell)\n";
+  std::snprintf(line, sizeof line, "%7s %-10s %7s %17s %9s %10s  %s\n", "length", "depth", "exact", "95% interval", "digits",
+                "logprob", "status");
+  out << line;
+  for (const auto& r : p["results"]) {
+    std::string depth = r["depth"].is_null() ? "-" : ([&] { char b[16]; std::snprintf(b, sizeof b, "%.2f", r["depth"].get<double>()); return std::string(b); })();
+    if (!r["control"].is_null()) depth = r["control"] == "no_needle" ? "no needle" : depth + "*";
+    if (r["status"] != "ok") {
+      std::snprintf(line, sizeof line, "%7d %-10s %7s %17s %9s %10s  %s\n", r["length"].get<int>(), depth.c_str(), "-", "-", "-", "-",
+                    r["status"].get<std::string>().c_str());
+    } else {
+      char iv[32];
+      std::snprintf(iv, sizeof iv, "[%.2f, %.2f]", r["exact_low"].get<double>(), r["exact_high"].get<double>());
+      std::snprintf(line, sizeof line, "%7d %-10s %7.3f %17s %9.3f %10.3f  ok\n", r["length"].get<int>(), depth.c_str(),
+                    r["exact"].get<double>(), iv, r["digit_accuracy"].get<double>(), r["key_logprob"].get<double>());
+    }
+    out << line;
+  }
+  char tail[160];
+  std::snprintf(tail, sizeof tail, "effective length (lower 95%% bound of exact match >= %.2f at every length up to it): %d tokens (%.2fx)\n",
+                p["threshold"].get<double>(), p["effective_length"].get<int>(), p["effective_multiple"].get<double>());
+  out << tail << "(* control: the needle next to the question)\n";
+  return out.str();
+}
+
+}  // namespace poslab

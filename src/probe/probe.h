@@ -1,0 +1,55 @@
+// Retrieval probes: does a trained model use context past its training length? `passkey` hides a key
+// in filler at a depth and asks for it at the end; `mqar` scores a run trained on the mqar task on
+// longer sequences. Both decode greedily with the KV cache, report exact match per (length, depth)
+// with Wilson intervals, and the effective length. Writes RUN/probe-<task>.json.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+#include "data/tokenizer.h"
+#include "model/gpt.h"
+#include "probe/passkey.h"
+#include "util/runtime.h"
+
+namespace poslab {
+
+extern const std::vector<std::string> kProbeTasks;  // passkey, mqar
+
+struct ProbeOptions {
+  std::string task = "passkey";
+  std::vector<int> lengths;    // empty: the run's evaluation lengths
+  std::vector<double> depths;  // passkey; empty: 0, 0.25, 0.5, 0.75
+  int trials = 50;             // per (length, depth) cell
+  std::string haystack = "noise";  // noise | text (held-out text of the run's corpus)
+  bool no_needle = false;      // every cell without its needle: chance level
+  bool controls = true;        // passkey: add depth 1 (needle next to the question) and no-needle rows per length
+  double threshold = 0.85;     // effective length: lower Wilson bound of exact match
+  int seed = 1;
+  int digits = 0;              // passkey key digits; 0: the run's data.probes.passkey.digits
+  std::string template_name;   // "": the run's data.probes.passkey.template
+  bool quiet = false;          // no per-length progress lines
+};
+
+// Scores of documents that share one length: the prompt is ids[0, key_start), the key follows.
+struct KeyScores {
+  int64_t trials = 0, exact = 0;
+  double digit_hits = 0;     // greedy digits equal to the key's, summed over trials
+  double logprob_sum = 0;    // teacher-forced log-probability of the whole key, summed over trials
+};
+// Greedy decoding of `digits` tokens after each prompt (KV cache where the encoding allows one and the
+// prefill fits memory; full recomputes otherwise) and the key's teacher-forced log-probability.
+// docs: (N, L+1) token ids with the answer in the last `digits` columns.
+// allow_cache false: always recompute (the tests' reference for the cached path).
+KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& runtime, bool allow_cache = true);
+
+// Runs the probe on a loaded model. The JSON is the file's content (see docs/probes.md).
+nlohmann::json probe_model(GPT& model, const CharTokenizer& tok, const Config& config, const ProbeOptions& options,
+                           const Runtime& runtime);
+// Loads RUN, checks the options (ConfigError naming the flag), probes, writes RUN/probe-<task>.json.
+nlohmann::json probe_run(const std::string& dir, ProbeOptions options);
+// The console table of a probe JSON.
+std::string format_probe_table(const nlohmann::json& probe);
+
+}  // namespace poslab

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# `poslab probe`: bad input is refused in one line naming the flag (exit 2, nothing written); on a tiny
+# text run trained with passkey documents mixed in, probe-passkey.json parses, holds every (length,
+# depth) cell with Wilson bounds around its rate, marks lengths past a learned table n/a, and the
+# heat map is drawn.
+source "$(dirname "$0")/lib.sh"
+ROOT=$PWD
+cd "$WORK"
+cat > text.json <<JSON
+{"data": {"kind": "text", "path": "$ROOT/data/text/licenses.txt", "probes": {"passkey": {"fraction": 0.5, "digits": 2}}},
+ "model": {"n_layer": 1, "n_embd": 32, "n_head": 2, "block_size": 64, "pos_encoding": {"kind": "alibi"}},
+ "train": {"max_iters": 4, "batch_size": 4, "precision": "fp32", "eval_interval": 4}, "eval": {"lengths": [64]}}
+JSON
+"$POSLAB" train -c text.json --out run >/dev/null 2>&1
+check "a text run with passkey documents trains" test -s run/model.pt
+check "the run records its passkey mixture" grep -q '"fraction": 0.5' run/config.json
+
+expect_fail 2 "--task: unknown probe 'needle' (allowed: passkey, mqar)" -- "$POSLAB" probe --run run --task needle
+expect_fail 2 "--depths: '1.5' is not a fraction in [0, 1]" -- "$POSLAB" probe --run run --depths 0,1.5
+expect_fail 2 "--depths: '-0.1' is not a fraction in [0, 1]" -- "$POSLAB" probe --run run --depths -0.1
+expect_fail 2 "--trials: must be at least 1, got 0" -- "$POSLAB" probe --run run --trials 0
+expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" probe --run run --lengths 0
+expect_fail 2 "--haystack: unknown 'hay' (allowed: noise, text)" -- "$POSLAB" probe --run run --haystack hay
+expect_fail 2 "--threshold: must be in (0, 1]" -- "$POSLAB" probe --run run --threshold 2
+expect_fail 2 "run nowhere: no run here" -- "$POSLAB" probe --run nowhere
+check "nothing written by refused probes" test ! -e run/probe-passkey.json -a ! -e run/probe-needle.json
+# A task run's vocabulary has no capital letters: the template cannot be written.
+printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 2, "precision": "fp32"}}\n' > task.json
+"$POSLAB" train -c task.json --out taskrun >/dev/null 2>&1
+expect_fail 2 "--task passkey: the run's vocabulary cannot write the compact template" -- "$POSLAB" probe --run taskrun --no-plot
+expect_fail 2 "data.probes.passkey.fraction: passkey documents mix into text corpora; data.kind is task" -- \
+  "$POSLAB" train -c task.json --set data.probes.passkey=0.5 --out r2
+expect_fail 2 "data.probes.passkey.digits must be between 1 and 18" -- "$POSLAB" train -c text.json --set data.probes.passkey.digits=0 --out r2
+expect_fail 2 "data.probes.passkey: the compact template with 9-digit keys needs more than block_size+1 = 41" -- \
+  "$POSLAB" train -c text.json --set model.block_size=40 --set data.probes.passkey.digits=9 --out r2
+check "refused trainings leave no run" test ! -e r2
+
+"$POSLAB" probe --run run --lengths 64,128 --depths 0,0.5,1 --trials 7 --seed 3 --no-plot > probe.out 2>&1
+check "probe runs" grep -q "effective length" probe.out
+check "probe writes probe-passkey.json" test -s run/probe-passkey.json
+check "probe-passkey.json: fields, cells and bounds" /usr/bin/python3 - run/probe-passkey.json <<'PY'
+import json, math, sys
+p = json.load(open(sys.argv[1]))
+for k in ["task", "train_length", "threshold", "effective_length", "results", "template", "digits"]:
+    assert k in p, k
+assert p["task"] == "passkey" and p["train_length"] == 64 and p["template"] == "compact" and p["digits"] == 2
+cells = [(r["length"], r["depth"], r["control"]) for r in p["results"]]
+want = [(L, d, None) for L in (64, 128) for d in (0, 0.5, 1)]
+assert all(w in cells for w in want), cells
+assert (64, None, "no_needle") in cells and (128, None, "no_needle") in cells
+z = 1.959963984540054
+for r in p["results"]:
+    assert r["trials"] == 7
+    n, ph = r["trials"], r["exact"]
+    c = (ph + z*z/(2*n)) / (1 + z*z/n); h = z/(1 + z*z/n) * math.sqrt(ph*(1-ph)/n + z*z/(4*n*n))
+    assert abs(r["exact_low"] - max(0, c - h)) < 1e-9 and abs(r["exact_high"] - min(1, c + h)) < 1e-9, r
+    assert 0 <= r["digit_accuracy"] <= 1 and r["key_logprob"] <= 0
+    assert r["exact"] <= r["digit_accuracy"] + 1e-12
+PY
+# The same seed gives the same documents and scores; another seed other documents.
+cp run/probe-passkey.json first.json
+"$POSLAB" probe --run run --lengths 64,128 --depths 0,0.5,1 --trials 7 --seed 3 --no-plot >/dev/null 2>&1
+check "deterministic from --seed" /usr/bin/python3 -c '
+import json, sys
+a, b = json.load(open("first.json"))["results"], json.load(open("run/probe-passkey.json"))["results"]
+assert a == b' 
+
+# A learned table cannot place position 64 of a 128-token document: n/a, not a crash.
+sed 's/"alibi"/"learned"/' text.json > learned.json
+"$POSLAB" train -c learned.json --out lrun >/dev/null 2>&1
+"$POSLAB" probe --run lrun --lengths 64,128 --trials 3 --no-plot >/dev/null 2>&1
+check "learned: n/a past its table" /usr/bin/python3 -c '
+import json
+p = json.load(open("lrun/probe-passkey.json"))
+assert all(r["status"].startswith("n/a") for r in p["results"] if r["length"] == 128)
+assert all(r["status"] == "ok" for r in p["results"] if r["length"] == 64)
+assert p["effective_length"] in (0, 64)'
+
+if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
+  "$POSLAB" probe --run run --lengths 64,128 --trials 3 >/dev/null 2>&1
+  check "probe draws the heat map" test -s run/probe-passkey.png
+else
+  echo "matplotlib missing: the heat map not checked"
+fi
+finish

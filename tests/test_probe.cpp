@@ -1,0 +1,219 @@
+// Retrieval probes: the passkey template against the reference's strings, where the needle lands,
+// Wilson intervals against an independent formulation, the effective-length rule on hand-made tables,
+// and the cached greedy scorer against a full recompute and against teacher forcing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "probe/passkey.h"
+#include "probe/probe.h"
+#include "probe/stats.h"
+#include "test_models.h"
+
+using namespace poslab;
+
+// Copied by hand from epfml/landmark-attention llama/run_test.py, generate_prompt().
+static const char* kRefTask =
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. I will quiz you about "
+    "the important information there.";
+static const char* kRefGarbage = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
+static const char* kRefQuestion = "What is the pass key? The pass key is";
+
+static CharTokenizer probe_tokenizer() {
+  return CharTokenizer::from_text(std::string(kRefTask) + kRefGarbage + kRefQuestion + "The pass key is . Remember it. "
+                                  "The key is What is the key?0123456789\n !",
+                                  "test");
+}
+
+static std::string text_of(const CharTokenizer& tok, const std::vector<int64_t>& ids, size_t from = 0, size_t to = std::string::npos) {
+  to = std::min(to, ids.size());
+  return tok.decode(std::vector<int64_t>(ids.begin() + from, ids.begin() + to));
+}
+
+static size_t occurrences(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t i = hay.find(needle); i != std::string::npos; i = hay.find(needle, i + 1)) ++n;
+  return n;
+}
+
+TEST(Passkey, ReferenceTemplateIsWordForWord) {
+  EXPECT_EQ(kReferenceTemplate.task, kRefTask);
+  EXPECT_EQ(kNoiseFiller, kRefGarbage);
+  EXPECT_EQ(kReferenceTemplate.question, kRefQuestion);
+  // f"The pass key is {pass_key}. Remember it. {pass_key} is the pass key." with pass_key = 12345
+  auto tok = probe_tokenizer();
+  Rng rng(1);
+  auto hay = noise_haystack(tok, 2000);
+  auto doc = make_passkey_doc(tok, kReferenceTemplate, "12345", 700, 0.5, hay, 0);
+  const std::string text = tok.decode(doc.ids);
+  EXPECT_NE(text.find("\nThe pass key is 12345. Remember it. 12345 is the pass key.\n"), std::string::npos);
+  EXPECT_EQ(text.rfind(std::string(kRefTask) + "\n", 0), 0u) << "the task line comes first";
+  EXPECT_EQ(text.substr(text.size() - 5 - std::string(kRefQuestion).size() - 2), "\n" + std::string(kRefQuestion) + " 12345");
+}
+
+TEST(Passkey, NoiseStreamIsTheReferenceJoinedBySpaces) {
+  auto tok = probe_tokenizer();
+  auto hay = noise_haystack(tok, 500);
+  std::string joined;
+  while (joined.size() < hay.ids.size()) joined += (joined.empty() ? "" : " ") + std::string(kRefGarbage);
+  EXPECT_EQ(tok.decode(hay.ids), joined.substr(0, hay.ids.size() - 1) + " ");
+  for (auto s : hay.starts) {
+    const std::string rest = tok.decode(std::vector<int64_t>(hay.ids.begin() + s, hay.ids.begin() + std::min<size_t>(s + 3, hay.ids.size())));
+    EXPECT_TRUE(rest.rfind("The", 0) == 0 || rest.rfind("Her", 0) == 0) << rest;
+  }
+}
+
+// Every length and depth: exactly L+1 tokens, the answer at the end, the key in the needle twice and once
+// as the answer, and the needle within one sentence of the requested depth.
+TEST(Passkey, NeedleLandsWithinASentenceOfTheDepthAndTheKeyAppearsTwice) {
+  auto tok = probe_tokenizer();
+  for (const auto* t : {&kReferenceTemplate, &kCompactTemplate}) {
+    for (int L : {300, 517, 1024}) {
+      Rng rng(L);
+      auto hay = noise_haystack(tok, L + 1);
+      for (double depth : {0.0, 0.1, 0.25, 0.5, 0.77, 1.0}) {
+        const std::string key = random_key(5, rng);
+        auto doc = make_passkey_doc(tok, *t, key, L, depth, hay, 0);
+        ASSERT_EQ(static_cast<int>(doc.ids.size()), L + 1);
+        EXPECT_EQ(text_of(tok, doc.ids, doc.key_start), key);
+        const std::string prompt = text_of(tok, doc.ids, 0, doc.key_start);
+        EXPECT_EQ(occurrences(prompt, key), t == &kReferenceTemplate ? 2u : 1u) << prompt;
+        EXPECT_EQ(occurrences(tok.decode(doc.ids), key), t == &kReferenceTemplate ? 3u : 2u);
+        // Depth in filler tokens: filler = everything but the fixed parts.
+        const int64_t filler = L + 1 - passkey_fixed_tokens(tok, *t, 5);
+        const int64_t task = t->task.empty() ? 0 : static_cast<int64_t>(t->task.size() + t->sep.size());
+        const int64_t before = doc.needle_start - task - static_cast<int64_t>(t->sep.size());
+        EXPECT_NEAR(static_cast<double>(before) / filler, doc.depth, 1e-12);
+        const double longest_sentence = 22;  // "There and back again. "
+        EXPECT_LE(std::abs(before - depth * filler), longest_sentence) << t->name << " L=" << L << " depth=" << depth;
+        if (depth == 1.0) EXPECT_EQ(before, filler) << "depth 1: the needle next to the question";
+        if (depth == 0.0) EXPECT_EQ(before, 0) << "depth 0: the needle first";
+      }
+    }
+  }
+}
+
+TEST(Passkey, WithoutTheNeedleTheKeyIsOnlyTheAnswer) {
+  auto tok = probe_tokenizer();
+  auto hay = noise_haystack(tok, 600);
+  auto doc = make_passkey_doc(tok, kReferenceTemplate, "48151", 512, 0.5, hay, 0, /*needle=*/false);
+  ASSERT_EQ(doc.ids.size(), 513u);
+  EXPECT_EQ(occurrences(tok.decode(doc.ids), "48151"), 1u);
+  EXPECT_EQ(doc.needle_start, -1);
+  EXPECT_EQ(occurrences(tok.decode(doc.ids), "pass key is"), 1u) << "only the question";
+}
+
+TEST(Passkey, TooShortALengthIsRefusedNotTruncated) {
+  auto tok = probe_tokenizer();
+  auto hay = noise_haystack(tok, 100);
+  EXPECT_THROW(make_passkey_doc(tok, kReferenceTemplate, "12345", 100, 0.5, hay, 0), ConfigError);
+  EXPECT_NO_THROW(make_passkey_doc(tok, kCompactTemplate, "12", 64, 0.5, hay, 0));
+}
+
+TEST(Passkey, TextHaystackStartsAtSentences) {
+  auto tok = probe_tokenizer();
+  auto ids = tok.encode("The sky is blue. The sun is yellow.\nHere we go! There and back again? The grass is green.", "t");
+  auto hay = text_haystack(tok, ids);
+  std::vector<std::string> firsts;
+  for (auto s : hay.starts) firsts.push_back(text_of(tok, hay.ids, s, s + 4));
+  EXPECT_EQ(firsts, (std::vector<std::string>{"The ", "The ", "Here", "Ther", "The "}));
+  Rng rng(5);
+  for (int i = 0; i < 20; ++i) EXPECT_LE(draw_sentence_start(hay, 40, rng, "t") + 40, static_cast<int64_t>(ids.size()));
+  EXPECT_THROW(draw_sentence_start(hay, 1000, rng, "t"), ConfigError);
+}
+
+TEST(Passkey, KeysHaveTheirDigitsAndUniformDigits) {
+  Rng rng(11);
+  std::vector<int> counts(10, 0);
+  for (int i = 0; i < 20000; ++i) {
+    auto k = random_key(5, rng);
+    ASSERT_EQ(k.size(), 5u);
+    EXPECT_NE(k[0], '0');
+    for (size_t j = 1; j < 5; ++j) counts[k[j] - '0']++;
+  }
+  for (int c : counts) EXPECT_NEAR(c / 80000.0, 0.1, 0.01);
+}
+
+// Wilson (1927): the interval's ends are the p where |phat - p| = z sqrt(p (1 - p) / n), found here by
+// bisection on that equation, not by the closed form the code uses.
+static double solve_wilson_end(int64_t k, int64_t n, double z, bool upper) {
+  const double phat = static_cast<double>(k) / n;
+  auto f = [&](double p) { return (phat - p) * (phat - p) - z * z * p * (1 - p) / n; };  // 0 at the ends
+  double lo = upper ? phat : 0.0, hi = upper ? 1.0 : phat;
+  if (upper && k == n) return 1.0;
+  if (!upper && k == 0) return 0.0;
+  for (int i = 0; i < 200; ++i) {
+    const double mid = (lo + hi) / 2;
+    // Inside the interval f < 0; outside f > 0.
+    if ((f(mid) < 0) == upper) lo = mid; else hi = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+TEST(ProbeStats, WilsonEqualsTheSolvedEquation) {
+  for (int64_t n : {1, 5, 50, 200, 1000})
+    for (int64_t k : {int64_t{0}, int64_t{1}, n / 3, n / 2, n - 1, n}) {
+      if (k < 0 || k > n) continue;
+      auto [lo, hi] = wilson_interval(k, n);
+      EXPECT_NEAR(lo, solve_wilson_end(k, n, 1.959963984540054, false), 1e-9) << k << "/" << n;
+      EXPECT_NEAR(hi, solve_wilson_end(k, n, 1.959963984540054, true), 1e-9) << k << "/" << n;
+    }
+  // A published value: 45 of 50 gives about [0.7864, 0.9565] (Wilson, 95%).
+  auto [lo, hi] = wilson_interval(45, 50);
+  EXPECT_NEAR(lo, 0.7864, 5e-4);
+  EXPECT_NEAR(hi, 0.9565, 5e-4);
+}
+
+TEST(ProbeStats, EffectiveLengthRule) {
+  // 50 of 50: lower bound 0.929; 48 of 50: 0.865; 45 of 50: 0.786.
+  EXPECT_EQ(effective_length({{64, 50, 50}, {128, 50, 50}, {256, 48, 50}, {512, 10, 50}}, 0.85), 256);
+  EXPECT_EQ(effective_length({{64, 50, 50}, {128, 45, 50}, {256, 50, 50}}, 0.85), 64) << "a dip stops it";
+  EXPECT_EQ(effective_length({{64, 40, 50}, {128, 50, 50}}, 0.85), 0) << "failing at the shortest";
+  EXPECT_EQ(effective_length({{512, 50, 50}, {64, 50, 50}, {128, 50, 50}}, 0.85), 512) << "order of the table";
+  EXPECT_EQ(effective_length({{64, 48, 50}}, 0.9), 0) << "the threshold is on the lower bound, not the rate";
+  EXPECT_EQ(effective_length({{64, 5, 5}}, 0.85), 0) << "5 of 5 is not enough evidence for 0.85 (bound 0.566)";
+}
+
+static GPT random_model(const std::string& kind, int64_t vocab) {
+  ModelConfig m = poslab::testing::tiny(kind);
+  m.vocab_size = vocab;
+  m.block_size = 64;
+  torch::manual_seed(7);
+  GPT model(m);
+  torch::NoGradGuard no_grad;
+  for (auto& p : model->parameters()) p.add_(torch::randn_like(p) * 0.5);
+  model->eval();
+  return model;
+}
+
+// The cached greedy scorer equals a full recompute; exact match equals "every teacher-forced argmax is
+// the key" (greedy reproduces the key iff each digit is the argmax given the true prefix).
+TEST(ProbeScoring, CachedEqualsRecomputedAndTeacherForcing) {
+  for (const std::string kind : {"rope", "alibi", "sinusoidal", "none"}) {
+    auto model = random_model(kind, 12);
+    torch::manual_seed(3);
+    auto docs = torch::randint(0, 12, {9, 41}, torch::kLong);
+    // Make some keys the model's own greedy continuation, so exact matches occur.
+    for (int64_t r = 0; r < 4; ++r) {
+      torch::NoGradGuard g;
+      for (int64_t i = 41 - 3; i < 41; ++i) docs[r][i] = model->forward(docs[r].slice(0, 0, i).unsqueeze(0)).select(1, -1).argmax(-1).item<int64_t>();
+    }
+    Runtime rt;
+    auto a = score_keys(model, docs, 3, rt, /*allow_cache=*/true);
+    auto b = score_keys(model, docs, 3, rt, /*allow_cache=*/false);
+    EXPECT_EQ(a.trials, 9);
+    EXPECT_EQ(a.exact, b.exact) << kind;
+    EXPECT_DOUBLE_EQ(a.digit_hits, b.digit_hits) << kind;
+    EXPECT_NEAR(a.logprob_sum, b.logprob_sum, 1e-3) << kind;
+    EXPECT_GE(a.exact, 4) << kind;
+    // Independent: teacher forcing by one forward pass, per row.
+    torch::NoGradGuard g;
+    auto logits = model->forward(docs.slice(1, 0, 40));                     // (9, 40, V)
+    auto logp = torch::log_softmax(logits.slice(1, 37, 40), -1);            // (9, 3, V) predicting 38..40
+    auto key = docs.slice(1, 38, 41);                                       // (9, 3)
+    const double lp = logp.gather(-1, key.unsqueeze(-1)).sum().item<double>();
+    EXPECT_NEAR(a.logprob_sum, lp, 1e-3) << kind;
+    const int64_t all_argmax = logp.argmax(-1).eq(key).all(1).sum().item<int64_t>();
+    EXPECT_EQ(a.exact, all_argmax) << kind;
+  }
+}
