@@ -51,7 +51,12 @@ Batch TaskCorpus::batch_at_length(int n, int batch_size, Rng& rng) const {
 
 TextCorpus::TextCorpus(const DataConfig& config, int block_size) : block_size_(block_size) {
   std::string text = read_text_file(config.path, "data.path");
-  tokenizer_ = CharTokenizer::from_text(text, "data.path " + config.path);
+  // Passkey documents need the template's characters and the ten digits, whether the text has them or not.
+  std::string symbols = text;
+  if (config.probes.passkey.fraction > 0)
+    for (const auto* t : {&kReferenceTemplate, &kCompactTemplate}) symbols += t->task + t->needle + t->question + t->sep;
+  if (config.probes.passkey.fraction > 0) symbols += kNoiseFiller + "0123456789";
+  tokenizer_ = CharTokenizer::from_text(symbols, "data.path " + config.path);
   load(config, text);
 }
 

@@ -159,6 +159,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     results["ranking"] = ranking_with_fallback(results, metric, item_key);
     results["what_this_shows"] = what_this_shows(results, metric, results["ranking"]);
   }
+  add_probe_results(results, e, out);
   return results;
 }
 
@@ -223,6 +224,7 @@ std::string format_results_table(const json& results) {
                                                it["mrr"].get<double>()), out << buf;
     out << "\n";
   }
+  out << format_probe_results(results);
   if (results.contains("what_this_shows")) out << "What this shows: " << results["what_this_shows"].get<std::string>() << "\n";
   int failed = 0;
   for (const auto& c : results["cells"]) failed += c["status"] == "failed";

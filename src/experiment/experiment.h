@@ -28,10 +28,12 @@ struct Experiment {
   std::vector<std::string> group_keys;  // grid keys other than "seed"
   std::vector<Cell> cells;
   std::vector<EvalVariant> eval_grid;   // empty: each cell's own eval.json
+  // Retrieval probes run on every trained cell: task -> options (probe/probe.h), validated at load.
+  nlohmann::json probes = nlohmann::json::object();
 };
 
 // Reads an experiment file: {"name", "description", "base", "set": {key: value}, "grid": {key: [values]},
-// "seeds": [..], "eval_grid": {variant name: {eval key: value}}}.
+// "seeds": [..], "eval_grid": {variant name: {eval key: value}}, "probes": {task: {option: value}}}.
 // "base" is a config path relative to the experiment file. Throws ConfigError naming the key.
 Experiment load_experiment(const std::string& path);
 
@@ -73,5 +75,10 @@ nlohmann::json aggregate_results(const Experiment& experiment, const std::string
 // The console table: one row per group, one column per length (exact match or loss), best marked.
 std::string format_results_table(const nlohmann::json& results);
 std::string results_csv(const nlohmann::json& results);
+// Folds each cell's probe-<task>.json into results: results["probes"], the probe columns of the rows,
+// a ranking by retrieval, and what_this_shows's sentences on where loss and retrieval disagree.
+void add_probe_results(nlohmann::json& results, const Experiment& experiment, const std::string& out);
+// The console table of results["probes"] (empty without probes).
+std::string format_probe_results(const nlohmann::json& results);
 
 }  // namespace poslab

@@ -3,6 +3,7 @@
 
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "probe/probe.h"
 #include "util/files.h"
 
 namespace poslab {
@@ -24,9 +25,9 @@ Experiment load_experiment(const std::string& path) {
   if (!file.is_object()) throw ConfigError(where + ": expected a JSON object");
   for (auto it = file.begin(); it != file.end(); ++it)
     if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid" &&
-        it.key() != "seeds" && it.key() != "eval_grid")
+        it.key() != "seeds" && it.key() != "eval_grid" && it.key() != "probes")
       throw ConfigError(where + ": unknown key '" + it.key() +
-                        "' (allowed: name, description, base, set, grid, seeds, eval_grid)");
+                        "' (allowed: name, description, base, set, grid, seeds, eval_grid, probes)");
   if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
   if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
     throw ConfigError(where + ": grid must be an object of key -> list of values");
@@ -35,6 +36,11 @@ Experiment load_experiment(const std::string& path) {
   e.name = file.value("name", std::filesystem::path(path).stem().string());
   e.description = file.value("description", "");
   e.grid = file["grid"];
+  if (file.contains("probes")) {
+    if (!file["probes"].is_object()) throw ConfigError(where + ": probes must be an object of task -> options");
+    for (auto it = file["probes"].begin(); it != file["probes"].end(); ++it)
+      e.probes[it.key()] = probe_options_to_json(probe_options_from_json(it.key(), it.value(), where + ": probes." + it.key()));
+  }
   if (file.contains("seeds")) {  // "seeds": [1, 2, 3] is the grid key "seed", varied fastest
     const auto& seeds = file["seeds"];
     bool ok = seeds.is_array() && !seeds.empty();

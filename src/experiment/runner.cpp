@@ -18,6 +18,7 @@
 #include "config/config.h"
 #include "eval/attention_stats.h"
 #include "experiment/experiment.h"
+#include "probe/probe.h"
 #include "train/run_dir.h"
 #include "util/files.h"
 #include "util/progress.h"
@@ -118,6 +119,30 @@ static void cell_attention(const Experiment& e, const CompareOptions& o) {
   spdlog::set_level(level);
 }
 
+// The experiment's retrieval probes, once per finished cell (in this process: seconds a cell). A failure
+// is reported and leaves the cell's probe columns empty; the loss results stand.
+static void cell_probes(const Experiment& e, const CompareOptions& o) {
+  std::vector<std::pair<const Cell*, std::string>> todo;
+  for (const auto& c : e.cells)
+    for (auto it = e.probes.begin(); it != e.probes.end(); ++it)
+      if (c.error.empty() && cell_finished(cell_dir(o.out, c)) && !file_exists(cell_dir(o.out, c) + "/probe-" + it.key() + ".json"))
+        todo.push_back({&c, it.key()});
+  int done = 0;
+  for (const auto& [c, task] : todo) {
+    if (stop_requested()) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      ProbeOptions po = probe_options_from_json(task, e.probes[task], "probes." + task);
+      po.quiet = true;
+      const json p = probe_run(cell_dir(o.out, *c), po);
+      spdlog::info("[probe {}/{}] {} {}: effective length {} ({})", ++done, todo.size(), c->name, task, p["effective_length"].dump(),
+                   format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+    } catch (const std::exception& ex) {
+      spdlog::warn("[probe {}/{}] {} {} failed: {}", ++done, todo.size(), c->name, task, ex.what());
+    }
+  }
+}
+
 static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures);
 
 json run_experiment(const Experiment& full, const CompareOptions& o) {
@@ -193,6 +218,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     running.erase(it);
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
+  if (!stop_requested()) cell_probes(e, o);
   if (!stop_requested()) cell_attention(e, o);
   if (o.shard.active()) {
     spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);

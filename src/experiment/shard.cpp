@@ -57,7 +57,7 @@ json experiment_to_json(const Experiment& e) {
   json variants = json::array();
   for (const auto& v : e.eval_grid) variants.push_back({{"name", v.name}, {"overrides", v.overrides}});
   return {{"name", e.name}, {"path", e.path},   {"description", e.description}, {"grid", e.grid},
-          {"group_keys", e.group_keys}, {"cells", cells}, {"eval_grid", variants}};
+          {"group_keys", e.group_keys}, {"cells", cells}, {"eval_grid", variants}, {"probes", e.probes}};
 }
 
 Experiment experiment_from_json(const json& j, const std::string& where) {
@@ -71,6 +71,7 @@ Experiment experiment_from_json(const json& j, const std::string& where) {
     for (const auto& c : j.at("cells"))
       e.cells.push_back({c.at("name").get<std::string>(), c.at("group").get<std::string>(), c.at("settings"), json(),
                          c.at("error").get<std::string>()});
+    e.probes = j.value("probes", json::object());  // experiments saved before probes existed have none
     for (const auto& v : j.at("eval_grid"))
       e.eval_grid.push_back({v.at("name").get<std::string>(), v.at("overrides").get<std::vector<std::string>>()});
     return e;

@@ -218,16 +218,77 @@ json probe_model(GPT& model, const CharTokenizer& tok, const Config& c, const Pr
   return head;
 }
 
-json probe_run(const std::string& dir, ProbeOptions o) {
+void check_probe_options(const ProbeOptions& o, const std::function<std::string(const std::string&)>& name) {
   if (std::find(kProbeTasks.begin(), kProbeTasks.end(), o.task) == kProbeTasks.end())
-    throw ConfigError("--task: unknown probe '" + o.task + "' (allowed: passkey, mqar)");
-  if (o.trials < 1) throw ConfigError("--trials: must be at least 1, got " + std::to_string(o.trials));
-  if (!(o.threshold > 0 && o.threshold <= 1)) throw ConfigError("--threshold: must be in (0, 1], got " + std::to_string(o.threshold));
+    throw ConfigError(name("task") + ": unknown probe '" + o.task + "' (allowed: passkey, mqar)");
+  if (o.trials < 1) throw ConfigError(name("trials") + ": must be at least 1, got " + std::to_string(o.trials));
+  if (!(o.threshold > 0 && o.threshold <= 1))
+    throw ConfigError(name("threshold") + ": must be in (0, 1] (a lower bound of exact match), got " + std::to_string(o.threshold));
   if (o.haystack != "noise" && o.haystack != "text")
-    throw ConfigError("--haystack: unknown '" + o.haystack + "' (allowed: noise, text)");
+    throw ConfigError(name("haystack") + ": unknown '" + o.haystack + "' (allowed: noise, text)");
   for (double d : o.depths)
-    if (!(d >= 0 && d <= 1)) throw ConfigError("--depths: each depth must be in [0, 1] (a fraction of the filler), got " + std::to_string(d));
-  if (o.digits < 0 || o.digits > 18) throw ConfigError("--digits: must be between 1 and 18, got " + std::to_string(o.digits));
+    if (!(d >= 0 && d <= 1))
+      throw ConfigError(name("depths") + ": each depth must be in [0, 1] (a fraction of the filler), got " + std::to_string(d));
+  for (int L : o.lengths)
+    if (L < 1) throw ConfigError(name("lengths") + ": each length must be a positive number of tokens, got " + std::to_string(L));
+  if (o.digits < 0 || o.digits > 18) throw ConfigError(name("digits") + ": must be between 1 and 18, got " + std::to_string(o.digits));
+  if (!o.template_name.empty() && o.template_name != "auto" && o.template_name != "reference" && o.template_name != "compact")
+    throw ConfigError(name("template") + ": unknown '" + o.template_name + "' (allowed: auto, reference, compact)");
+}
+
+ProbeOptions probe_options_from_json(const std::string& task, const json& j, const std::string& where) {
+  ProbeOptions o;
+  o.task = task;
+  auto name = [&](const std::string& key) { return where + "." + key; };
+  if (std::find(kProbeTasks.begin(), kProbeTasks.end(), task) == kProbeTasks.end())
+    throw ConfigError(where + ": unknown probe '" + task + "' (allowed: passkey, mqar)");
+  if (!j.is_object()) throw ConfigError(where + ": must be an object of probe options");
+  const std::vector<std::string> keys = {"lengths", "depths", "trials", "haystack", "threshold", "seed", "digits", "template", "controls"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
+      throw ConfigError(name(it.key()) + ": unknown key (allowed: lengths, depths, trials, haystack, threshold, seed, digits, "
+                                         "template, controls)");
+    const auto& v = it.value();
+    const std::string k = it.key();
+    try {
+      if (k == "lengths") o.lengths = v.get<std::vector<int>>();
+      else if (k == "depths") o.depths = v.get<std::vector<double>>();
+      else if (k == "trials") o.trials = v.get<int>();
+      else if (k == "haystack") o.haystack = v.get<std::string>();
+      else if (k == "threshold") o.threshold = v.get<double>();
+      else if (k == "seed") o.seed = v.get<int>();
+      else if (k == "digits") o.digits = v.get<int>();
+      else if (k == "template") o.template_name = v.get<std::string>();
+      else if (k == "controls") o.controls = v.get<bool>();
+      if ((k == "trials" || k == "seed" || k == "digits") && !v.is_number_integer()) throw json::type_error::create(302, "", nullptr);
+      if ((k == "lengths" || k == "depths") && (!v.is_array() || v.empty())) throw json::type_error::create(302, "", nullptr);
+    } catch (const json::exception&) {
+      throw ConfigError(name(k) + ": wrong type, got " + v.dump() + " (expected " +
+                        (k == "lengths" ? "a non-empty list of token counts" : k == "depths" ? "a non-empty list of fractions"
+                         : k == "haystack" || k == "template" ? "a string" : k == "controls" ? "true or false"
+                         : k == "threshold" ? "a number" : "an integer") + ")");
+    }
+  }
+  check_probe_options(o, name);
+  return o;
+}
+
+json probe_options_to_json(const ProbeOptions& o) {
+  json j = {{"trials", o.trials}, {"haystack", o.haystack}, {"threshold", o.threshold}, {"seed", o.seed},
+            {"controls", o.controls}};
+  // Unset options stay unset, so that each cell's run supplies its own default.
+  if (!o.lengths.empty()) j["lengths"] = o.lengths;
+  if (!o.depths.empty()) j["depths"] = o.depths;
+  if (o.digits > 0) j["digits"] = o.digits;
+  if (!o.template_name.empty()) j["template"] = o.template_name;
+  return j;
+}
+
+json probe_run(const std::string& dir, ProbeOptions o) {
+  const std::map<std::string, std::string> flags = {{"task", "--task"}, {"trials", "--trials"}, {"threshold", "--threshold"},
+                                                    {"haystack", "--haystack"}, {"depths", "--depths"}, {"lengths", "--lengths"},
+                                                    {"digits", "--digits"}, {"template", "--template"}};
+  check_probe_options(o, [&](const std::string& key) { return flags.at(key); });
   auto run = load_run(dir);
   const Config& c = run.config;
   if (o.lengths.empty()) o.lengths = default_eval_lengths(c);

@@ -4,6 +4,7 @@
 // with Wilson intervals, and the effective length. Writes RUN/probe-<task>.json.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct ProbeOptions {
   std::string template_name;   // "": the run's data.probes.passkey.template
   bool quiet = false;          // no per-length progress lines
 };
+
+// An experiment's "probes": {"passkey": {"lengths": [..], "depths": [..], "trials": N, "haystack": .., "threshold": ..,
+// "seed": .., "digits": .., "template": .., "controls": true}}: every key optional. Throws ConfigError naming
+// `where`.KEY for an unknown task or key, a wrong type or a value out of range.
+ProbeOptions probe_options_from_json(const std::string& task, const nlohmann::json& j, const std::string& where);
+// The options' values checked; `name(key)` says how the user spelled a key ("--trials", "probes.passkey.trials").
+void check_probe_options(const ProbeOptions& o, const std::function<std::string(const std::string&)>& name);
+nlohmann::json probe_options_to_json(const ProbeOptions& o);
 
 // Scores of documents that share one length: the prompt is ids[0, key_start), the key follows.
 struct KeyScores {

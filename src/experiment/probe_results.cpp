@@ -1,0 +1,231 @@
+// Retrieval beside loss in an experiment's results: each cell's probe-<task>.json folded per group and
+// length (exact match pooled over depths: the mean over seeds with its 95% interval, and the Wilson
+// interval of all trials), the effective length per seed, a ranking by retrieval, and the sentences that
+// say where loss and retrieval disagree.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "config/config.h"
+#include "experiment/experiment.h"
+#include "experiment/report_stats.h"
+#include "probe/stats.h"
+#include "util/files.h"
+
+namespace poslab {
+using nlohmann::json;
+
+namespace {
+
+struct LengthAcc {
+  std::vector<double> exact;  // one per seed
+  int64_t k = 0, n = 0;       // pooled over seeds and depths
+  std::string status;         // the first non-ok status
+};
+
+struct GroupAcc {
+  std::string item;
+  std::vector<double> effective;
+  std::map<int, LengthAcc> lengths;
+};
+
+std::string fmt(double v, const char* f = "%.2f") {
+  char b[32];
+  std::snprintf(b, sizeof b, f, v);
+  return b;
+}
+
+}  // namespace
+
+void add_probe_results(json& results, const Experiment& e, const std::string& out) {
+  if (e.probes.empty()) return;
+  const std::string item_key = experiment_item_key(e);
+  json probes = json::object();
+  for (auto task = e.probes.begin(); task != e.probes.end(); ++task) {
+    std::vector<std::string> order;
+    std::map<std::string, GroupAcc> groups;
+    json meta;
+    for (const auto& c : e.cells) {
+      const std::string path = out + "/cells/" + c.name + "/probe-" + task.key() + ".json";
+      if (!file_exists(path)) continue;
+      json p;
+      try {
+        p = read_json_file(path);
+      } catch (const ConfigError&) {
+        continue;
+      }
+      if (!p.is_object() || !p.contains("results")) continue;
+      if (meta.is_null())
+        meta = {{"train_length", p["train_length"]}, {"threshold", p["threshold"]}, {"template", p.value("template", "")},
+                {"digits", p.value("digits", 0)}, {"haystack", p.value("haystack", "")}, {"trials", p.value("trials", 0)}};
+      if (!groups.count(c.group)) order.push_back(c.group);
+      auto& g = groups[c.group];
+      g.item = c.settings.contains(item_key) ? (c.settings[item_key].is_string() ? c.settings[item_key].get<std::string>()
+                                                                                : c.settings[item_key].dump())
+                                             : c.group;
+      g.effective.push_back(p["effective_length"].get<double>());
+      std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
+      for (const auto& r : p["results"]) {
+        const bool counted = r["control"].is_null() || (r["control"] == "no_needle" && !r["depth"].is_null());
+        if (!counted) continue;
+        const int L = r["length"].get<int>();
+        auto& la = g.lengths[L];
+        if (r["status"] != "ok") {
+          if (la.status.empty()) la.status = r["status"];
+          continue;
+        }
+        const auto n = r["trials"].get<int64_t>();
+        const auto k = static_cast<int64_t>(std::llround(r["exact"].get<double>() * static_cast<double>(n)));
+        pooled[L].first += k, pooled[L].second += n;
+      }
+      for (const auto& [L, kn] : pooled) {
+        auto& la = g.lengths[L];
+        la.exact.push_back(static_cast<double>(kn.first) / static_cast<double>(kn.second));
+        la.k += kn.first, la.n += kn.second;
+      }
+    }
+    if (order.empty()) continue;
+    json gj = json::array();
+    for (const auto& name : order) {
+      const auto& g = groups[name];
+      json lengths = json::array();
+      for (const auto& [L, la] : g.lengths) {
+        json st = summarize_values(la.exact);
+        const auto [lo, hi] = wilson_interval(la.k, la.n);
+        lengths.push_back({{"length", L}, {"status", la.exact.empty() ? (la.status.empty() ? "missing" : la.status) : "ok"},
+                           {"exact_mean", st["mean"]}, {"exact_ci95", st["ci95"]}, {"seeds", la.exact.size()},
+                           {"trials", la.n}, {"exact_pooled", la.n ? json(static_cast<double>(la.k) / la.n) : json(nullptr)},
+                           {"exact_low", la.n ? json(lo) : json(nullptr)}, {"exact_high", la.n ? json(hi) : json(nullptr)}});
+      }
+      json eff = summarize_values(g.effective);
+      gj.push_back({{"group", name}, {"item", g.item}, {"effective_lengths", g.effective},
+                    {"effective_length_mean", eff["mean"]}, {"effective_length_ci95", eff["ci95"]},
+                    {"effective_length_min", *std::min_element(g.effective.begin(), g.effective.end())},
+                    {"lengths", lengths}});
+    }
+    json entry = meta;
+    entry["groups"] = gj;
+    // Ranking by retrieval: the effective length (the smallest over seeds: it must hold for each), then
+    // the mean exact match past the training length.
+    std::vector<std::pair<std::string, std::pair<double, double>>> rank;
+    const int train = meta["train_length"].get<int>();
+    for (const auto& g : gj) {
+      double past = 0;
+      int count = 0;
+      for (const auto& l : g["lengths"])
+        if (l["length"].get<int>() > train) past += l["exact_mean"].is_number() ? l["exact_mean"].get<double>() : 0.0, ++count;
+      rank.push_back({g["item"], {g["effective_length_min"].get<double>(), count ? past / count : 0.0}});
+    }
+    std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    json rj = json::array();
+    for (const auto& [item, v] : rank) rj.push_back({{"name", item}, {"effective_length", v.first}, {"exact_past_train", v.second}});
+    entry["ranking"] = rj;
+    probes[task.key()] = entry;
+    // The probe's columns beside loss in the rows of the same group and length.
+    for (auto& row : results["rows"])
+      for (const auto& g : gj) {
+        if (g["group"] != row["group"]) continue;
+        row[task.key() + "_effective_length_mean"] = g["effective_length_mean"];
+        for (const auto& l : g["lengths"])
+          if (l["length"] == row["length"]) {
+            row[task.key() + "_exact_mean"] = l["exact_mean"];
+            row[task.key() + "_exact_ci95"] = l["exact_ci95"];
+            row[task.key() + "_exact_low"] = l["exact_low"];
+            row[task.key() + "_exact_high"] = l["exact_high"];
+          }
+      }
+  }
+  if (probes.empty()) return;
+  results["probes"] = probes;
+  // Where loss and retrieval disagree, say so: no report crowns an encoding on loss alone.
+  if (!probes.contains("passkey") || !results.contains("what_this_shows") || results.value("metric", "") != "loss") return;
+  const auto& pk = probes["passkey"];
+  const int train = pk["train_length"].get<int>();
+  int longest = 0;
+  for (const auto& r : results["rows"]) longest = std::max(longest, r["length"].get<int>());
+  // The loss leader at the longest length, and its retrieval there.
+  std::string leader;
+  double best = INFINITY;
+  for (const auto& r : results["rows"])
+    if (r["length"] == longest && r["loss_mean"].is_number() && r["loss_mean"].get<double>() < best)
+      best = r["loss_mean"].get<double>(), leader = r["item"];
+  std::string text = "Retrieval (passkey, " + std::to_string(pk["digits"].get<int>()) + "-digit keys, " +
+                     pk["haystack"].get<std::string>() + " filler, depths pooled): ";
+  std::vector<std::string> parts;
+  for (const auto& r : pk["ranking"]) {
+    const double eff = r["effective_length"].get<double>();
+    parts.push_back(r["name"].get<std::string>() + " " + (eff > 0 ? fmt(eff / train, "%.0fx") : "none"));
+  }
+  text += "effective length (lower 95% bound of exact match >= " + fmt(pk["threshold"].get<double>()) + ", every seed) ";
+  for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
+  text += ".";
+  for (const auto& g : pk["groups"]) {
+    if (g["item"] != leader) continue;
+    for (const auto& l : g["lengths"]) {
+      if (l["length"] != longest || !l["exact_mean"].is_number()) continue;
+      const double x = l["exact_mean"].get<double>();
+      if (x < pk["threshold"].get<double>())
+        text += " Loss and retrieval disagree: " + leader + " has the lowest loss at " + std::to_string(longest) + " tokens (" +
+                fmt(static_cast<double>(longest) / train, "%.0fx") + "), yet retrieves the key there in " + fmt(x) +
+                " of trials [" + fmt(l["exact_low"].get<double>()) + ", " + fmt(l["exact_high"].get<double>()) +
+                "]: its flat loss is not evidence that it uses the longer context.";
+      else
+        text += " Loss and retrieval agree at " + std::to_string(longest) + " tokens: " + leader +
+                ", lowest in loss there, also retrieves the key in " + fmt(x) + " of trials.";
+    }
+  }
+  results["what_this_shows"] = results["what_this_shows"].get<std::string>() + " " + text;
+}
+
+}  // namespace poslab
+
+namespace poslab {
+
+std::string format_probe_results(const json& results) {
+  if (!results.contains("probes")) return "";
+  std::string out;
+  for (auto task = results["probes"].begin(); task != results["probes"].end(); ++task) {
+    const auto& p = task.value();
+    std::vector<int> lengths;
+    for (const auto& g : p["groups"])
+      for (const auto& l : g["lengths"])
+        if (std::find(lengths.begin(), lengths.end(), l["length"].get<int>()) == lengths.end()) lengths.push_back(l["length"]);
+    std::sort(lengths.begin(), lengths.end());
+    char buf[128];
+    out += task.key() + " retrieval: exact match by length (tokens; trained at " + p["train_length"].dump() + "; " +
+           p["digits"].dump() + "-digit keys, " + p["haystack"].get<std::string>() + " filler, depths pooled, " +
+           "[95% Wilson interval over all trials])\n";
+    std::snprintf(buf, sizeof buf, "%-18s", "encoding");
+    out += buf;
+    for (int L : lengths) std::snprintf(buf, sizeof buf, " %17d", L), out += buf;
+    out += "  effective length\n";
+    for (const auto& g : p["groups"]) {
+      std::snprintf(buf, sizeof buf, "%-18s", g["group"].get<std::string>().c_str());
+      out += buf;
+      for (int L : lengths) {
+        std::string cell = "-";
+        for (const auto& l : g["lengths"])
+          if (l["length"] == L) {
+            if (l["exact_mean"].is_number()) {
+              std::snprintf(buf, sizeof buf, "%.2f [%.2f,%.2f]", l["exact_mean"].get<double>(), l["exact_low"].get<double>(),
+                            l["exact_high"].get<double>());
+              cell = buf;
+            } else if (l["status"].get<std::string>().rfind("n/a", 0) == 0) {
+              cell = "n/a";
+            }
+          }
+        std::snprintf(buf, sizeof buf, " %17s", cell.c_str());
+        out += buf;
+      }
+      const double eff = g["effective_length_min"].get<double>();
+      std::snprintf(buf, sizeof buf, "  %.0f (%.1fx)\n", eff, eff / p["train_length"].get<double>());
+      out += buf;
+    }
+    out += "ranking by retrieval (effective length, then exact match past the training length):";
+    for (const auto& r : p["ranking"]) out += " " + r["name"].get<std::string>();
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace poslab
