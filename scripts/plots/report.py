@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
-from plots import attention
+from plots import attention, report_probes
 from plots.report_text import build_tables, write_html, write_markdown
 from plots.results import (InputError, group_order, has_exact_match, is_ok, item_label, load_cells, load_results,
                            rows_by_group, seeds_phrase, train_tokens, warn)
@@ -274,6 +274,16 @@ def main(argv=None):
     plot_position_loss(res, cells, groups, colors, table, p)
     written.append(p)
     images = list(IMAGES)
+    if "passkey" in report_probes.tasks(res):
+        # Retrieval right after the loss picture: the two headline pictures side by side in the report.
+        p = os.path.join(results_dir, "retrieval.png")
+        report_probes.plot_retrieval(res, groups, colors, p)
+        written.append(p)
+        images.insert(1, ("retrieval.png", "Retrieval against length (passkey)"))
+        p = os.path.join(results_dir, "retrieval_heatmaps.png")
+        if report_probes.plot_heatmaps(res, results_dir, groups, p):
+            written.append(p)
+            images.insert(2, ("retrieval_heatmaps.png", "Retrieval by depth and length (passkey)"))
     p = os.path.join(results_dir, ATTENTION_IMAGE[0])
     if attention.plot_compare(attention.load_cell_attention(results_dir, res), groups, colors, p,
                               res.get("experiment", "experiment")):

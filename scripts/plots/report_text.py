@@ -87,7 +87,12 @@ def build_tables(res, groups, table):
     rank_rows = [[(str(it.get("name")), False), (fmt_g(num(it.get("mrr")), 3), False),
                   (" ".join(str(x).rstrip("0").rstrip(".") if isinstance(x, float) else str(x) for x in it.get("ranks", [])), False)]
                  for it in ranking.get("items", [])]
+    retrieval = None
+    if "passkey" in (res.get("probes") or {}):
+        from plots import report_probes
+        retrieval = report_probes.retrieval_table(res, groups) + (report_probes.retrieval_txt(res),)
     return {
+        "retrieval": retrieval,
         "summary": (summary_header, summary, metric_name),
         "ranking": (["encoding", "MRR", "rank in each scenario"], rank_rows),
         "full": (header, full),
@@ -167,16 +172,21 @@ def write_markdown(path, res, groups, tables, images):
     sh, srows, metric_name = tables["summary"]
     lines = ["# poslab report: %s" % name, "", describe(res, groups), "",
              "## Summary: %s by length" % metric_name, "", md_table(sh, srows), ""]
+    if tables["retrieval"]:
+        rh, rrows, rtxt = tables["retrieval"]
+        lines += ["## Beside it: retrieval by length", "", rtxt, "", md_table(rh, rrows), ""]
     if res.get("what_this_shows"):
         lines += ["**What this shows.** " + res["what_this_shows"], ""]
-    if images:  # the headline picture right under the headline table
+    if images:  # the headline pictures right under the headline tables
         lines += ["![%s](%s)" % (images[0][1], images[0][0]), ""]
+        if tables["retrieval"] and len(images) > 1:
+            lines += ["![%s](%s)" % (images[1][1], images[1][0]), ""]
     if tables["ranking"][1]:
         lines += ["### Ranking", "", ranking_txt(res), "", md_table(*tables["ranking"]), ""]
     lines += [
              "## Results", "", md_table(*tables["full"]), "",
              "## Cells", "", md_table(*tables["cells"]), "", "## Plots", ""]
-    for fname, title in images[1:]:
+    for fname, title in images[2 if tables["retrieval"] else 1:]:
         lines += ["### %s" % title, "", "![%s](%s)" % (title, fname), ""]
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
@@ -229,6 +239,9 @@ def write_html(path, results_dir, res, groups, tables, images):
     body = ["<h1>poslab report: %s</h1>" % html.escape(str(name)),
             "<p>%s</p>" % md_inline_to_html(describe(res, groups)),
             "<h2>Summary: %s by length</h2>" % html.escape(metric_name), html_table(sh, srows)]
+    if tables["retrieval"]:
+        rh, rrows, rtxt = tables["retrieval"]
+        body += ["<h2>Beside it: retrieval by length</h2>", "<p>%s</p>" % html.escape(rtxt), html_table(rh, rrows)]
     if res.get("what_this_shows"):
         body.append("<p><b>What this shows.</b> %s</p>" % html.escape(res["what_this_shows"]))
     if tables["ranking"][1]:
@@ -239,9 +252,10 @@ def write_html(path, results_dir, res, groups, tables, images):
         with open(os.path.join(results_dir, fname), "rb") as f:
             data = base64.b64encode(f.read()).decode("ascii")
         return '<img alt="%s" src="data:image/png;base64,%s">' % (html.escape(title), data)
-    if images:  # the headline picture right under the headline table
-        body.insert(body.index("<h2>Results</h2>"), img(*images[0]))
-    for fname, title in images[1:]:
+    headline = images[:2] if tables["retrieval"] else images[:1]
+    for k, im in enumerate(headline):  # the headline pictures right under the headline tables
+        body.insert(body.index("<h2>Results</h2>"), img(*im))
+    for fname, title in images[len(headline):]:
         body += ["<h3>%s</h3>" % html.escape(title), img(fname, title)]
     doc = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
            "<title>poslab report: %s</title>\n<style>%s</style>\n</head>\n<body>\n%s\n</body>\n</html>\n"

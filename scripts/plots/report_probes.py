@@ -1,0 +1,125 @@
+"""Retrieval beside loss in the compare report: exact match against length with Wilson 95% bands per
+encoding, each encoding's depth x length heat map, and the retrieval table (from results.json's
+"probes" and each cell's probe-TASK.json).
+"""
+
+import json
+import math
+import os
+
+from plots import probes as probe_plots
+from plots.style import MARKERS, finite, no_data, num, plt, save, train_line
+
+
+def tasks(res):
+    return list((res.get("probes") or {}).keys())
+
+
+def plot_retrieval(res, groups, colors, path, task="passkey"):
+    """Exact match (depths pooled) against length, mean over seeds, with the Wilson band of all trials."""
+    p = res["probes"][task]
+    fig, ax = plt.subplots(figsize=(10, 5.5))
+    drawn = 0
+    for i, g in enumerate(groups):
+        entry = next((x for x in p["groups"] if x["group"] == g), None)
+        if entry is None:
+            continue
+        pts = [l for l in entry["lengths"] if finite(l.get("exact_mean"))]
+        if not pts:
+            continue
+        x = [l["length"] for l in pts]
+        ax.plot(x, [l["exact_mean"] for l in pts], marker=MARKERS[i % len(MARKERS)], color=colors[g],
+                label="%s (effective %s)" % (g, fmt_eff(entry, p)))
+        ax.fill_between(x, [num(l["exact_low"]) for l in pts], [num(l["exact_high"]) for l in pts], color=colors[g], alpha=0.15)
+        drawn += 1
+    if not drawn:
+        no_data(ax, "no probe results")
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.03, 1.03)
+    train_line(ax, p["train_length"], "train length (%d tokens)" % p["train_length"])
+    ax.axhline(p["threshold"], color="grey", linestyle=":", linewidth=1)
+    ax.set_xlabel("document length (tokens)")
+    ax.set_ylabel("exact match (depths pooled)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_title("%s: %s retrieval against length (%s-digit keys, %s filler); bands: Wilson 95%%; dotted: threshold %.2f"
+                 % (res.get("experiment", "experiment"), task, p.get("digits"), p.get("haystack"), p["threshold"]), pad=12)
+    save(fig, path)
+
+
+def fmt_eff(entry, p):
+    eff = num(entry.get("effective_length_min"))
+    return "none" if not finite(eff) or eff <= 0 else "%gx" % (eff / p["train_length"])
+
+
+def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
+    """One depth x length heat map per encoding (the first seed's cell), side by side."""
+    per_group = {}
+    for c in res["cells"]:
+        g = str(c.get("group"))
+        f = os.path.join(results_dir, c.get("dir", ""), "probe-%s.json" % task)
+        if g in per_group or not os.path.exists(f):
+            continue
+        try:
+            with open(f, encoding="utf-8") as fh:
+                per_group[g] = json.load(fh)
+        except (OSError, ValueError):
+            continue
+    shown = [g for g in groups if g in per_group]
+    if not shown:
+        return False
+    cols = min(4, len(shown))
+    rows = int(math.ceil(len(shown) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.4 * rows), squeeze=False)
+    fig.subplots_adjust(hspace=0.55, wspace=0.3)
+    im = None
+    for k, g in enumerate(shown):
+        ax = axes[k // cols][k % cols]
+        im = probe_plots.draw_heatmap(ax, per_group[g], g)
+        if k % cols:
+            ax.set_ylabel("")
+        if k + cols < len(shown):
+            ax.set_xlabel("")
+    for k in range(len(shown), rows * cols):
+        axes[k // cols][k % cols].axis("off")
+    fig.colorbar(im, ax=axes, fraction=0.02, pad=0.02, label="exact match")
+    fig.suptitle("%s: exact match by needle depth and length (first seed); dashed: the training length"
+                 % res.get("experiment", "experiment"))
+    save(fig, path)
+    return True
+
+
+def retrieval_table(res, groups, task="passkey"):
+    """(header, rows) with each cell "exact [low, high]" and the effective length."""
+    p = res["probes"][task]
+    lengths = sorted({l["length"] for g in p["groups"] for l in g["lengths"]})
+    header = ["encoding"] + ["%g tokens" % L for L in lengths] + ["effective length"]
+    rows = []
+    for g in groups:
+        entry = next((x for x in p["groups"] if x["group"] == g), None)
+        if entry is None:
+            continue
+        line = [(g, False)]
+        for L in lengths:
+            l = next((x for x in entry["lengths"] if x["length"] == L), None)
+            if l is None:
+                line.append(("-", False))
+            elif finite(l.get("exact_mean")):
+                line.append(("%.2f [%.2f, %.2f]" % (l["exact_mean"], l["exact_low"], l["exact_high"]),
+                             l["exact_low"] >= p["threshold"]))
+            else:
+                line.append(("n/a" if str(l.get("status", "")).startswith("n/a") else "-", False))
+        eff = num(entry.get("effective_length_min"))
+        line.append(("%g (%s)" % (eff, fmt_eff(entry, p)) if finite(eff) else "-", False))
+        rows.append(line)
+    return header, rows
+
+
+def retrieval_txt(res, task="passkey"):
+    p = res["probes"][task]
+    return ("Passkey retrieval (Mohtashami & Jaggi 2023): a %s-digit key hidden at a depth in %s filler (%s template), asked "
+            "for at the end and decoded greedily; exact match pooled over depths, %s trials a cell per seed, [Wilson 95%% "
+            "interval]. Bold: the lower bound reaches %.2f. Effective length (after RULER): the longest length up to which "
+            "the lower bound stays at or above %.2f at every length, in every seed. Ranking by retrieval: %s."
+            % (p.get("digits"), p.get("haystack"), p.get("template"), p.get("trials"), p["threshold"], p["threshold"],
+               ", ".join(r["name"] for r in p.get("ranking", []))))
