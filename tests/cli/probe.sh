@@ -76,7 +76,53 @@ assert all(r["status"].startswith("n/a") for r in p["results"] if r["length"] ==
 assert all(r["status"] == "ok" for r in p["results"] if r["length"] == 64)
 assert p["effective_length"] in (0, 64)'
 
+# compare: an experiment's probes run on every cell and land beside loss in results.json and the table.
+cat > exp.json <<JSON
+{"name": "pk", "base": "text.json", "set": {"train.max_iters": 3},
+ "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}, "seeds": [1, 2],
+ "probes": {"passkey": {"lengths": [64, 128], "trials": 5, "depths": [0, 1]}}}
+JSON
+printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"passkey": {"trails": 5}}}\n' > bad1.json
+printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"needle": {}}}\n' > bad2.json
+printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"passkey": {"depths": [2]}}}\n' > bad3.json
+expect_fail 2 "probes.passkey.trails: unknown key (allowed: lengths, depths" -- "$POSLAB" compare -c bad1.json --out c1
+expect_fail 2 "probes.needle: unknown probe 'needle' (allowed: passkey, mqar)" -- "$POSLAB" compare -c bad2.json --out c1
+expect_fail 2 "probes.passkey.depths: each depth must be in [0, 1]" -- "$POSLAB" compare -c bad3.json --out c1
+check "refused experiments train nothing" test ! -e c1
+"$POSLAB" compare -c exp.json --out cmp > cmp.out 2>&1
+check "compare prints the retrieval table" grep -q "passkey retrieval: exact match by length" cmp.out
+check "every cell has its probe" test -s cmp/cells/kind=rope_seed=1/probe-passkey.json -a -s cmp/cells/kind=alibi_seed=2/probe-passkey.json
+check "results.json: retrieval pooled per group and length, beside loss" /usr/bin/python3 - cmp <<'PY'
+import json, math, os, sys
+out = sys.argv[1]
+res = json.load(open(os.path.join(out, "results.json")))
+pk = res["probes"]["passkey"]
+z = 1.959963984540054
+for g in pk["groups"]:
+    kind = g["group"]
+    cells = [json.load(open(os.path.join(out, "cells", "kind=%s_seed=%d" % (kind, s), "probe-passkey.json"))) for s in (1, 2)]
+    assert g["effective_lengths"] == [c["effective_length"] for c in cells]
+    for l in g["lengths"]:
+        per_seed = []
+        k = n = 0
+        for c in cells:
+            rs = [r for r in c["results"] if r["length"] == l["length"] and r["control"] is None]
+            kk = sum(round(r["exact"] * r["trials"]) for r in rs); nn = sum(r["trials"] for r in rs)
+            per_seed.append(kk / nn); k += kk; n += nn
+        assert n == l["trials"] == 2 * 2 * 5, l
+        assert abs(l["exact_mean"] - sum(per_seed) / 2) < 1e-12
+        p = k / n; c0 = (p + z*z/(2*n)) / (1 + z*z/n); h = z/(1 + z*z/n) * math.sqrt(p*(1-p)/n + z*z/(4*n*n))
+        assert abs(l["exact_low"] - max(0, c0 - h)) < 1e-9 and abs(l["exact_high"] - min(1, c0 + h)) < 1e-9
+        rows = [r for r in res["rows"] if r["group"] == kind and r["length"] == l["length"]]
+        if rows:
+            assert rows[0]["passkey_exact_mean"] == l["exact_mean"] and "loss_mean" in rows[0]
+assert sorted(r["name"] for r in pk["ranking"]) == ["alibi", "rope"]
+assert "Retrieval (passkey" in res["what_this_shows"]
+PY
+
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
+  check "the report shows retrieval beside loss" grep -q "Beside it: retrieval by length" cmp/report.html
+  check "the report draws retrieval against length and the heat maps" test -s cmp/retrieval.png -a -s cmp/retrieval_heatmaps.png
   "$POSLAB" probe --run run --lengths 64,128 --trials 3 >/dev/null 2>&1
   check "probe draws the heat map" test -s run/probe-passkey.png
 else
