@@ -149,11 +149,14 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     const int L = o.lengths[li];
     Stage stage("passkey probe at " + std::to_string(L) + " tokens");
     std::string why;
-    if (L + 1 - fixed < 1) why = "the " + tmpl.name + " template needs " + std::to_string(fixed) + " tokens, more than " + std::to_string(L + 1);
+    if (L + 1 - fixed < 1)
+      why = "the " + tmpl.name + " template with " + std::to_string(digits) + "-digit keys needs more than " +
+            std::to_string(fixed - 1) + " tokens";
     else if (model->pos->max_positions() > 0 && L > model->pos->max_positions())
       why = "the encoding represents " + std::to_string(model->pos->max_positions()) + " positions";
     else if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
       why = "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
+    if (!why.empty() && o.strict_lengths) throw ConfigError("--lengths: " + std::to_string(L) + " tokens cannot be probed: " + why);
     for (size_t ri = 0; ri < rows.size(); ++ri) {
       const auto& row = rows[ri];
       const json depth = std::isnan(row.depth) ? json(nullptr) : json(row.depth);

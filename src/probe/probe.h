@@ -31,6 +31,9 @@ struct ProbeOptions {
   int digits = 0;              // passkey key digits; 0: the run's data.probes.passkey.digits
   std::string template_name;   // "": the run's data.probes.passkey.template
   bool quiet = false;          // no per-length progress lines
+  // true (poslab probe): a length the model or template cannot take is refused (ConfigError naming
+  // --lengths); false (compare, where one grid serves every encoding): it is reported n/a.
+  bool strict_lengths = false;
 };
 
 // An experiment's "probes": {"passkey": {"lengths": [..], "depths": [..], "trials": N, "haystack": .., "threshold": ..,

@@ -68,7 +68,14 @@ assert a == b'
 # A learned table cannot place position 64 of a 128-token document: n/a, not a crash.
 sed 's/"alibi"/"learned"/' text.json > learned.json
 "$POSLAB" train -c learned.json --out lrun >/dev/null 2>&1
-"$POSLAB" probe --run lrun --lengths 64,128 --trials 3 --no-plot >/dev/null 2>&1
+expect_fail 2 "--lengths: 128 tokens cannot be probed: the encoding represents 64 positions" -- \
+  "$POSLAB" probe --run lrun --lengths 64,128 --no-plot
+expect_fail 2 "--lengths: 40 tokens cannot be probed: the compact template with 2-digit keys needs more than 46 tokens" -- \
+  "$POSLAB" probe --run run --lengths 40 --no-plot
+# In a compare grid one probe serves every encoding: there such lengths are n/a, not errors.
+printf '{"name": "l", "base": "learned.json", "set": {"train.max_iters": 2}, "grid": {"seed": [1]},\n "probes": {"passkey": {"lengths": [64, 128], "trials": 3}}}\n' > lexp.json
+"$POSLAB" compare -c lexp.json --out lcmp >/dev/null 2>&1
+cp lcmp/cells/seed=1/probe-passkey.json lrun/probe-passkey.json 2>/dev/null
 check "learned: n/a past its table" /usr/bin/python3 -c '
 import json
 p = json.load(open("lrun/probe-passkey.json"))
