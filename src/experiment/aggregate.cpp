@@ -8,6 +8,7 @@
 #include "experiment/experiment.h"
 #include "experiment/report_stats.h"
 #include "train/run_dir.h"
+#include "util/csv.h"
 #include "util/files.h"
 
 namespace poslab {
@@ -231,26 +232,13 @@ std::string format_results_table(const json& results) {
 }
 
 std::string results_csv(const json& results) {
-  std::ostringstream out;
-  out << "group,length,tokens,n,status,loss_mean,loss_std,ppl_mean,token_acc_mean,token_acc_std,exact_match_mean,"
-         "exact_match_std,params,tokens_per_s_mean,wall_s_mean\n";
-  auto field = [](const json& v) {
-    if (v.is_null()) return std::string();
-    if (v.is_boolean()) return std::string(v.get<bool>() ? "1" : "0");
-    if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
-    return v.dump();
-  };
+  std::string out = csv_record(std::vector<std::string>(kResultsCsvFields.begin(), kResultsCsvFields.end()));
   for (const auto& r : results["rows"]) {
-    bool first = true;
-    for (const char* k : {"group", "length", "tokens", "n", "status", "loss_mean", "loss_std", "loss_ci95", "ppl_mean",
-                          "token_acc_mean", "token_acc_std", "token_acc_ci95", "exact_match_mean", "exact_match_std",
-                          "exact_match_ci95", "best", "params", "tokens_per_s_mean", "wall_s_mean"}) {
-      out << (first ? "" : ",") << field(r.contains(k) ? r[k] : json());
-      first = false;
-    }
-    out << "\n";
+    std::vector<std::string> fields;
+    for (const auto& k : kResultsCsvFields) fields.push_back(csv_field(r.contains(k) ? r[k] : json()));
+    out += csv_record(fields);
   }
-  return out.str();
+  return out;
 }
 
 }  // namespace poslab
