@@ -58,8 +58,8 @@ TEST(Eval, PositionLossesAverageToReportedLoss) {
   train_new(c, dir.sub("run"));
   EvalOptions o;
   o.lengths = {32, 96};
-  o.batches = 2;
   o.batch_size = 8;
+  o.tokens = 20 * 96;  // a multiple of both lengths: every window is whole, every position scored equally often
   auto eval = evaluate_run(dir.sub("run"), o);
   for (const auto& r : eval["results"]) {
     const auto& curve = r["position_loss"];
@@ -96,7 +96,7 @@ TEST(Eval, SplittingBatchesForMemoryChangesNothing) {
   auto run = load_run(dir.sub("run"));
   auto corpus = make_corpus(run.config, run.tokenizer);
   Runtime rt = make_runtime(run.config);
-  EvalOptions big{{128}, 1, 8, 0};
+  EvalOptions big{{128}, 1, 8, 0, /*tokens=*/1000};
   EvalOptions small = big;
   small.memory_budget_bytes = 1;  // one row at a time
   auto a = evaluate(run.model, *corpus, run.config, big, rt), b = evaluate(run.model, *corpus, run.config, small, rt);
@@ -123,4 +123,93 @@ TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
   EXPECT_EQ(eval["results"][0]["scored_tokens"].get<int>(), 8 * 5);  // 4 answer tokens + end mark, per example
   EXPECT_EQ(eval["results"][1]["status"], "n/a: learned table has 16 positions");
   EXPECT_TRUE(eval["results"][0]["exact_match"].is_number());
+}
+
+// The windows every protocol uses, checked against the definition by brute force: each target in
+// (first, last] scored exactly once, by a window of `length` tokens inside the split that ends on a
+// scored target's chunk; the windows protocol's windows score whole windows except at the split's start.
+TEST(Eval, TextWindowPlanScoresEveryTargetOnce) {
+  for (int64_t last : {99, 100, 128}) {
+    for (int64_t first : {int64_t{0}, int64_t{37}, last - 5}) {
+      for (int64_t length : {1, 7, 16, 32, 99}) {
+        if (length > last) continue;
+        for (int64_t step : {int64_t{1}, length / 2 > 0 ? length / 2 : 1, length}) {
+          std::vector<int> seen(last + 1, 0);
+          for (const auto& w : plan_text_windows(first, last, length, step)) {
+            ASSERT_GE(w.start, 0);
+            ASSERT_LE(w.start + length, last);  // inputs start .. start+length-1, targets up to start+length <= last
+            ASSERT_GE(w.lo, 0);
+            ASSERT_LE(w.hi, length);
+            ASSERT_LT(w.lo, w.hi);
+            for (int64_t p = w.lo; p < w.hi; ++p) ++seen[w.start + p + 1];  // position p predicts token start+p+1
+            // Sliding: a window away from the split's start gives each target >= length - step tokens before it.
+            if (w.start > 0) EXPECT_GE(w.lo, length - step);
+          }
+          for (int64_t t = 0; t <= last; ++t)
+            ASSERT_EQ(seen[t], t > first ? 1 : 0) << "target " << t << " first " << first << " last " << last
+                                                    << " length " << length << " step " << step;
+        }
+      }
+    }
+  }
+  // Windows protocol over 3 whole windows: exactly those three, each scored whole.
+  const auto w = plan_text_windows(100 - 3 * 16, 100, 16, 16);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0], (TextWindow{52, 0, 16}));
+  EXPECT_EQ(w[2], (TextWindow{84, 0, 16}));
+}
+
+// Every length and both protocols score the same targets: scored_tokens is the same everywhere,
+// the whole validation split by default, and eval.tokens when set.
+TEST(Eval, EveryLengthAndProtocolScoresTheSameTargets) {
+  TempDir dir;
+  Config c = tiny_text("alibi", corpus_file(dir));
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  auto run = load_run(dir.sub("run"));
+  auto corpus = make_corpus(run.config, run.tokenizer);
+  const int64_t N = static_cast<const TextCorpus&>(*corpus).tokens(Split::Val).size(0);
+  for (int tokens : {0, 1000}) {
+    EvalOptions o;
+    o.lengths = {32, 48, 64, 128, 256};
+    o.tokens = tokens;
+    auto eval = evaluate_run(dir.sub("run"), o);
+    const int64_t want = tokens > 0 ? tokens : N - 1;
+    for (const auto& r : eval["results"]) {
+      ASSERT_EQ(r["status"], "ok");
+      EXPECT_EQ(r["scored_tokens"].get<int64_t>(), want) << "windows at " << r["length"];
+      EXPECT_EQ(r["sliding"]["scored_tokens"].get<int64_t>(), want) << "sliding at " << r["length"];
+      EXPECT_EQ(r["first_target"].get<int64_t>(), N - want);
+    }
+  }
+}
+
+// The documented definition recomputed by hand: the windows protocol over the last 3L targets is the
+// mean loss of the three windows of L tokens that end on the split's last token; the sliding protocol
+// with stride L is the same computation.
+TEST(Eval, WindowsLossIsTheLastWindowsOfTheSplit) {
+  TempDir dir;
+  Config c = tiny_text("rope", corpus_file(dir));
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  auto run = load_run(dir.sub("run"));
+  auto corpus = make_corpus(run.config, run.tokenizer);
+  const auto& val = static_cast<const TextCorpus&>(*corpus).tokens(Split::Val);
+  const int64_t N = val.size(0), L = 40;
+  EvalOptions o{{static_cast<int>(L)}, 1, 2, /*stride=*/static_cast<int>(L), /*tokens=*/static_cast<int>(3 * L)};
+  Runtime rt = make_runtime(run.config);
+  auto eval = evaluate(run.model, *corpus, run.config, o, rt);
+  double sum = 0;
+  {
+    torch::NoGradGuard no_grad;
+    for (int64_t k = 0; k < 3; ++k) {
+      const int64_t start = N - 1 - (k + 1) * L;  // inputs start .. start+L-1, targets start+1 .. start+L
+      auto x = val.slice(0, start, start + L).unsqueeze(0), y = val.slice(0, start + 1, start + L + 1).unsqueeze(0);
+      auto logits = run.model->forward(x);
+      sum += torch::nn::functional::cross_entropy(logits.reshape({L, -1}), y.reshape({L})).item<double>();
+    }
+  }
+  const auto& r = eval["results"][0];
+  EXPECT_NEAR(r["loss"].get<double>(), sum / 3, 1e-5);
+  EXPECT_NEAR(r["sliding"]["loss"].get<double>(), sum / 3, 1e-5);
 }

@@ -1,4 +1,4 @@
-// Experiment grids: expansion over any keys, invalid cells isolated, and aggregates that equal
+// Experiment grids: expansion over any keys, invalid cells refused before any trains, and aggregates that equal
 // the numbers in the cells' own eval.json.
 #include <gtest/gtest.h>
 
@@ -42,12 +42,27 @@ TEST(Grid, NonEncodingKeyAloneNamesTheGroup) {
   EXPECT_EQ(e.cells[1].config["model"]["n_layer"], 2);
 }
 
-TEST(Grid, InvalidCellIsMarkedNotFatal) {
+// Every cell is validated when the file is read, before any trains; errors name the file's own keys.
+static std::string load_error(const std::string& path) {
+  try {
+    load_experiment(path);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Grid, InvalidCellRefusesTheWholeGrid) {
   TempDir dir;
-  auto e = load_experiment(write_experiment(dir, R"({"model.n_head": [2, 3]})"));  // 64 % 3 != 0
-  ASSERT_EQ(e.cells.size(), 2u);
-  EXPECT_TRUE(e.cells[0].error.empty());
-  EXPECT_NE(e.cells[1].error.find("divisible"), std::string::npos);
+  const std::string err = load_error(write_experiment(dir, R"({"model.n_head": [2, 3]})"));  // 64 % 3 != 0
+  EXPECT_NE(err.find(": cell n_head=3: model.n_embd must be divisible"), std::string::npos) << err;
+  const std::string kind = load_error(write_experiment(dir, R"({"model.pos_encoding.kind": ["rope", "ropee"]})"));
+  EXPECT_NE(kind.find("cell kind=ropee: model.pos_encoding.kind: unknown encoding 'ropee'"), std::string::npos) << kind;
+  const std::string key = load_error(write_experiment(dir, R"({"model.n_layr": [1]})"));
+  EXPECT_NE(key.find(": grid.model.n_layr: unknown key 'model.n_layr'"), std::string::npos) << key;
+  EXPECT_EQ(key.find("--set"), std::string::npos) << key;
+  const std::string type = load_error(write_experiment(dir, R"({"model.n_layer": [1, "two"]})"));
+  EXPECT_NE(type.find(": grid.model.n_layer"), std::string::npos) << type;
 }
 
 TEST(Grid, BadExperimentFilesAreRefused) {
@@ -107,7 +122,7 @@ TEST(Aggregate, MeansAndStdsEqualTheCellsOwnNumbers) {
   EXPECT_NE(table.find("0.800±"), std::string::npos) << table;
   EXPECT_NE(table.find("n/a"), std::string::npos) << table;
   auto csv = results_csv(r);
-  EXPECT_NE(csv.find("\"rope\",16,33,2,\"ok\",0.3"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\"rope\",\"rope\",\"\",16,33,2,\"ok\",0.3"), std::string::npos) << csv;
 }
 
 // Every config and experiment the project ships must load and validate (a typo there would only

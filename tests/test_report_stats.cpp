@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "experiment/experiment.h"
 #include "experiment/report_stats.h"
@@ -186,4 +187,40 @@ TEST(ReportStats, RankingFallsBackToLossWhenExactMatchCannotTell) {
   // When exact match does separate them past training, it is kept.
   results["rows"][2]["exact_match_mean"] = 0.3;
   EXPECT_EQ(ranking_with_fallback(results, "exact_match", "k")["metric"], "exact_match");
+}
+
+// A difference the tables print as none (they show 3 decimals) is a tie in the ranking too.
+TEST(ReportStats, DifferencesBelowThePrintedPrecisionTie) {
+  json results = {{"train_length", 64}, {"length_unit", "tokens"},
+                  {"rows", {row("alibi", 128, {1.941000}), row("kerple", 128, {1.941004}), row("rope", 128, {2.5})}}};
+  json rk = mrr_ranking(results, "loss", "model.pos_encoding.kind");
+  ASSERT_EQ(rk["items"].size(), 3u);
+  // alibi and kerple share rank 1 (1/1 each); rope is third (competition ranking "113").
+  for (const auto& it : rk["items"]) {
+    const double want = it["name"] == "rope" ? 1.0 / 3.0 : 1.0;
+    EXPECT_NEAR(it["mrr"].get<double>(), want, 1e-12) << it["name"];
+  }
+}
+
+// The console table's columns line up whatever the length of a group's label.
+TEST(ReportStats, ConsoleTableAlignsLongLabels) {
+  json rows = {row("alibi", 64, {1.9}), row("alibi", 128, {2.0}),
+               row("rope, eval=dynamic_ntk_with_a_long_name", 64, {1.8}),
+               row("rope, eval=dynamic_ntk_with_a_long_name", 128, {2.6})};
+  for (auto& r : rows) r["params"] = 1000, r["tokens_per_s_mean"] = 5000;
+  json results = {{"experiment", "t"}, {"metric", "loss"}, {"seeds", 1}, {"lengths", {64, 128}},
+                  {"length_unit", "tokens"}, {"train_length", 64}, {"group_keys", {"model.pos_encoding.kind"}},
+                  {"rows", rows}, {"cells", json::array()}};
+  std::istringstream table(format_results_table(results));
+  std::string line;
+  std::getline(table, line);  // the title
+  std::vector<size_t> ends;   // where the "128" column ends on the header and each row
+  while (std::getline(table, line) && !line.empty() && line.rfind("ranking", 0) != 0 && line.rfind("What", 0) != 0) {
+    const auto at = line.find(line.rfind("encoding", 0) == 0 ? "128" : (line.rfind("alibi", 0) == 0 ? "2.000" : "2.600"));
+    ASSERT_NE(at, std::string::npos) << line;
+    ends.push_back(at + (line.rfind("encoding", 0) == 0 ? 3 : 6));  // a value carries its best mark (* or space)
+  }
+  ASSERT_EQ(ends.size(), 3u);
+  EXPECT_EQ(ends[0], ends[1]);
+  EXPECT_EQ(ends[0], ends[2]);
 }

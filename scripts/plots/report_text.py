@@ -28,14 +28,25 @@ def fmt_int(v):
     return "{:,}".format(int(round(v))) if finite(v) else "-"
 
 
+def group_label(res):
+    """What a row's group is: the encoding, an evaluation variant, or the grid keys that form it."""
+    keys = [k for k in (res.get("group_keys") or []) if k != "seed"]
+    if keys == ["model.pos_encoding.kind"]:
+        return "encoding"
+    if keys == ["eval"]:
+        return "evaluation"
+    return ", ".join(k.rsplit(".", 1)[-1] for k in keys) or "group"
+
+
 def build_tables(res, groups, table):
     """Tables as (header, rows) where each cell is (text, bold)."""
+    label = group_label(res)
     lengths = sorted(set(res["lengths"]) | {L for g in table for L in table[g]})
     unit = res.get("length_unit", "tokens")
     has_em = has_exact_match(res)
     primary = "exact_match" if has_em else "loss"
 
-    summary_header = ["encoding"] + ["%g %s" % (L, unit) for L in lengths]
+    summary_header = [label] + ["%g %s" % (L, unit) for L in lengths]
     summary = []
     for g in groups:
         cells = [(g, False)]
@@ -52,7 +63,7 @@ def build_tables(res, groups, table):
         summary.append(cells)
 
     show_tokens = unit != "tokens"
-    header = ["encoding", "length (%s)" % unit] + (["tokens"] if show_tokens else []) + ["n", "loss"]
+    header = [label, "length (%s)" % unit] + (["tokens"] if show_tokens else []) + ["n", "loss"]
     header += ["exact match"] if has_em else ["ppl"]
     header += ["token acc", "status"]
     full = []
@@ -74,7 +85,7 @@ def build_tables(res, groups, table):
             line.append((str(r.get("status", "-")), False))
             full.append(line)
 
-    cells_header = ["cell", "encoding", "status", "error", "params", "tokens/s", "wall s", "final val loss"]
+    cells_header = ["cell", label, "status", "error", "params", "tokens/s", "wall s", "final val loss"]
     cells_rows = []
     for c in res["cells"]:
         err = c.get("error")
@@ -94,7 +105,7 @@ def build_tables(res, groups, table):
     return {
         "retrieval": retrieval,
         "summary": (summary_header, summary, metric_name),
-        "ranking": (["encoding", "MRR", "rank in each scenario"], rank_rows),
+        "ranking": ([label, "MRR", "rank in each scenario"], rank_rows),
         "full": (header, full),
         "cells": (cells_header, cells_rows),
     }
@@ -106,6 +117,13 @@ def describe(res, groups):
     grid_txt = "; ".join("`%s` ∈ {%s}" % (k, ", ".join(str(v) for v in vs) if isinstance(vs, list) else str(vs))
                          for k, vs in grid.items()) or "-"
     cells = res["cells"]
+    # With an eval grid every (trained model, variant) pair is a cell of the results: say both numbers.
+    models = len({c.get("dir") for c in cells})
+    variants = len(res.get("eval_grid") or {})
+    cells_txt = "%d cell%s" % (len(cells), "" if len(cells) == 1 else "s")
+    if variants:
+        cells_txt = "%d trained model%s, each evaluated %d way%s: %s" % (
+            models, "" if models == 1 else "s", variants, "" if variants == 1 else "s", cells_txt)
     counts = {}
     for c in cells:
         st = str(c.get("status", "unknown"))
@@ -122,13 +140,13 @@ def describe(res, groups):
     if head:
         head += ("" if head[-1] in ".!?" else ".") + " "
     if not finite(tl):  # poslab writes no metric/unit/train_length when no cell finished
-        return (head + "Base config `%s`, grid %s: %d cell%s (%s). No cell finished, so there are no results yet."
-                % (res.get("config", "?"), grid_txt, len(cells), "" if len(cells) == 1 else "s", status_txt or "none"))
-    return head + ("Base config `%s`, grid %s: %d cell%s (%s), %d group%s by %s. "
+        return (head + "Experiment `%s`, grid %s: %s (%s). No cell finished, so there are no results yet."
+                % (res.get("config", "?"), grid_txt, cells_txt, status_txt or "none"))
+    return head + ("Experiment `%s`, grid %s: %s (%s), %d group%s by %s. "
             "Every model was trained at length %s and evaluated at lengths %s %s; the metric is %s. "
             "%s "
             "\"n/a\" marks lengths an encoding cannot represent (for example, past a learned table)."
-            % (res.get("config", "?"), grid_txt, len(cells), "" if len(cells) == 1 else "s", status_txt or "none",
+            % (res.get("config", "?"), grid_txt, cells_txt, status_txt or "none",
                len(groups), "" if len(groups) == 1 else "s",
                ", ".join("`%s`" % k for k in (res.get("group_keys") or ["group"])), train_txt, lengths, unit,
                metric_txt, noise_txt(res)))
@@ -150,7 +168,12 @@ def ranking_txt(res):
             "of %s scenario(s) (lengths %s %s%s), 1/rank averaged; ties share the better rank, n/a ranks last."
             % ("loss" if rk.get("metric") == "loss" else "exact match", rk.get("scenarios", 0), lengths,
                res.get("length_unit", ""), ", per task" if any(r.get("scenario") for r in res.get("rows", [])) else "")
-            + (" (%s.)" % rk["fallback"][0].upper() + rk["fallback"][1:] if rk.get("fallback") else ""))
+            + (" (%s.)" % (rk["fallback"][0].upper() + rk["fallback"][1:]) if rk.get("fallback") else ""))
+
+
+def text_columns(header):
+    """Leading columns that hold names, not numbers: the group (after the cell's name in the cells table)."""
+    return 2 if header and header[0] == "cell" else 1
 
 
 def md_escape(s):
@@ -159,7 +182,7 @@ def md_escape(s):
 
 def md_table(header, rows):
     out = ["| " + " | ".join(md_escape(h) for h in header) + " |",
-           "|" + "|".join("---" if i < 1 else "---:" if header[i] not in ("status", "error", "encoding") else "---"
+           "|" + "|".join("---" if i < text_columns(header) else "---:" if header[i] not in ("status", "error") else "---"
                           for i in range(len(header))) + "|"]
     for r in rows:
         out.append("| " + " | ".join(("**%s**" % md_escape(t)) if b and t not in ("", "-") else md_escape(t)
@@ -214,7 +237,7 @@ def html_table(header, rows):
         tds = []
         for i, (t, b) in enumerate(r):
             col = header[i]
-            cls = "err" if col == "error" else "" if col in ("encoding", "status", "cell") else "num"
+            cls = "err" if col == "error" else "" if i < text_columns(header) or col == "status" else "num"
             text = html.escape(t)
             if b and t not in ("", "-"):
                 text = "<b>%s</b>" % text

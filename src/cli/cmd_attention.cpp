@@ -21,7 +21,7 @@ void add_attention(CLI::App& app) {
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
   cmd->add_option("--lengths,-l", o->lengths,
                   "Comma-separated lengths: items per example for tasks, tokens for text (default: the config's)");
-  cmd->add_option("--example", o->stats.example, "Which validation sequence gives the maps (default 0, the first)");
+  cmd->add_option("--example", o->stats.example, "Which of the --sequences validation sequences gives the maps, 0 to --sequences - 1 (default 0, the first)");
   cmd->add_option("--sequences", o->stats.sequences, "Validation sequences averaged per length (default 8)");
   cmd->add_option("--map-size", o->stats.map_size, "Maps are pooled to at most this many positions a side (default 64)");
   cmd->add_flag("--no-plot", o->no_plot, "Write attention.json only");

@@ -4,7 +4,9 @@
 
 #include "bench/benchmark.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "util/files.h"
+#include "util/scripts.h"
 
 namespace poslab::cli {
 
@@ -18,16 +20,17 @@ void add_bench(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Measure training/eval tokens/s, step times, peak memory and MFU");
   cmd->add_option("--config,-c", o->config, "Config file (configs/bench/*.json)")->required();
   cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
-  cmd->add_option("--steps", o->steps, "Timed training steps")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", o->warmup, "Untimed steps first")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--steps", o->steps, "Timed training steps (default 50)")->check(positive_integer());
+  cmd->add_option("--warmup", o->warmup, "Untimed steps first (default 10)")->check(integer_at_least(0, "0 or a positive integer"));
   cmd->add_option("--threads", o->threads, "Intra-op threads (default: the config's, else poslab's default)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->add_option("--precision", o->precision, "fp32|bf16 (default: the config's)")->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--json", o->json_out, "Also write the results as JSON to this file");
   cmd->add_option("--generate", o->generate,
                   "Instead: generation tokens/s for N greedy tokens, with the KV cache and with full recompute")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->callback([o] {
+    if (!o->json_out.empty()) check_output_path(o->json_out, "--json", {});  // before the benchmark, not after
     auto sets = o->sets;
     if (o->threads > 0) sets.push_back("train.threads=" + std::to_string(o->threads));
     if (!o->precision.empty()) sets.push_back("train.precision=" + o->precision);

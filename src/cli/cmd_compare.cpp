@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "config/config.h"
 #include "experiment/experiment.h"
 #include "util/files.h"
@@ -22,7 +23,8 @@ void add_compare(CLI::App& app) {
                                             "results.json/.csv, plots and report.md/.html");
   cmd->add_option("--config,-c", o->config, "Experiment file (configs/experiments/*.json)");
   cmd->add_option("--out,-o", o->out, "Output directory (default runs/<experiment name>)");
-  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once (each gets cores/jobs threads)")->check(CLI::PositiveNumber);
+  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once, each with cores/jobs threads (default 1)")
+      ->check(positive_integer());
   cmd->add_option("--shard", o->shard,
                   "K/N: run only the cells whose index modulo N is K, then stop without aggregating (default: from "
                   "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT or JOB_COMPLETION_INDEX/POSLAB_SHARD_COUNT when set)");
@@ -53,7 +55,19 @@ void add_compare(CLI::App& app) {
     co.shard = shard_from(o->shard);
     check_output_dir(co.out, "--out");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
-    run_experiment(e, co);
+    const nlohmann::json results = run_experiment(e, co);
+    // A cell that failed fails the command (exit 1), after the others ran and the table was written.
+    std::vector<std::string> failed;
+    for (const auto& c : results.value("cells", nlohmann::json::array()))
+      if (c["status"] == "failed") failed.push_back(c["name"]);
+    for (const auto& name : results.value("failed_cells", nlohmann::json::array())) failed.push_back(name);
+    if (!failed.empty()) {
+      std::string names;
+      for (size_t i = 0; i < failed.size() && i < 4; ++i) names += (i ? ", " : "") + failed[i];
+      if (failed.size() > 4) names += ", ...";
+      throw std::runtime_error(std::to_string(failed.size()) + " cell(s) failed (" + names + "); their errors are in " +
+                               co.out + "/results.json and " + co.out + "/logs/");
+    }
   });
 }
 

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "data/corpus.h"
 
 namespace poslab::cli {
@@ -16,8 +17,8 @@ void add_data(CLI::App& app) {
   auto* cmd = app.add_subcommand("data", "Print decoded training or validation examples of a config");
   cmd->add_option("--config,-c", o->config, "Config file")->required();
   cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
-  cmd->add_option("--split", o->split, "train|val")->check(CLI::IsMember({"train", "val"}));
-  cmd->add_option("--n", o->n, "Examples to print")->check(CLI::PositiveNumber);
+  cmd->add_option("--split", o->split, "train|val (default train)")->check(CLI::IsMember({"train", "val"}));
+  cmd->add_option("--n", o->n, "Examples to print (default 5)")->check(positive_integer());
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
     auto corpus = make_corpus(c);

@@ -1,5 +1,6 @@
 // poslab eval: a run's loss, accuracy and exact match per length, and its per-position curve.
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
 
@@ -8,36 +9,56 @@ namespace poslab::cli {
 void add_eval(CLI::App& app) {
   struct Opts {
     std::string run, lengths;
-    int batches = 0, batch_size = 0, stride = 0, original_length = 0;
+    int batches = 0, batch_size = 0, stride = 0, tokens = 0, original_length = 0;
     std::string rope_scaling, tag;
     std::vector<std::string> sets;
     double factor = 0;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("eval", "Evaluate a run at several lengths; writes RUN/eval.json");
+  auto* cmd = app.add_subcommand(
+      "eval",
+      "Evaluate a run at several lengths; writes RUN/eval.json. Text: every length and both protocols score "
+      "the same validation targets (the last --tokens of the split, all of it by default): 'windows' cuts them "
+      "into windows of the length, 'sliding' moves a window of the length by --stride and scores its last "
+      "--stride targets");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
   cmd->add_option("--lengths,-l", o->lengths,
-                  "Comma-separated lengths: items per example for tasks, tokens for text (default: the config's)");
-  cmd->add_option("--batches", o->batches, "Batches per length (default: eval.batches)");
-  cmd->add_option("--batch-size", o->batch_size, "Examples or windows per batch (default: eval.batch_size)");
-  cmd->add_option("--stride", o->stride, "Text: sliding-window stride (default: half the length)");
+                  "Comma-separated lengths: items per example for tasks, tokens for text (default: the run's "
+                  "eval.lengths, else 1x, 2x, 4x and 8x its training length)");
+  cmd->add_option("--tokens", o->tokens,
+                  "Text: validation targets scored at every length, the last ones of the split (default: the run's "
+                  "eval.tokens; 0 there = the whole split)")
+      ->check(positive_integer());
+  cmd->add_option("--batches", o->batches, "Tasks: batches of examples per length (default: the run's eval.batches)")
+      ->check(positive_integer());
+  cmd->add_option("--batch-size", o->batch_size,
+                  "Examples (tasks) or windows (text) per batch; memory does not grow with it, long windows run a "
+                  "few at a time (default: the run's eval.batch_size)")
+      ->check(positive_integer());
+  cmd->add_option("--stride", o->stride,
+                  "Text: sliding-window stride in tokens, at most the length (default: the run's eval.stride; 0 there "
+                  "= half the length)")
+      ->check(positive_integer());
   cmd->add_option("--rope-scaling", o->rope_scaling,
                   "Rotary runs: none|linear|ntk|dynamic_ntk|yarn frequency scaling at evaluation (default: the run's "
                   "eval.rope_scaling)")
       ->check(CLI::IsMember(kRopeScalingKinds));
-  cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (e.g. the evaluated length / the training length)");
+  cmd->add_option("--factor", o->factor,
+                  "--rope-scaling factor S >= 1, e.g. the evaluated length / the training length (no default: "
+                  "required with --rope-scaling other than none)");
   cmd->add_option("--original-length", o->original_length,
                   "--rope-scaling: the training length L in tokens (default: the run's)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->add_option("--set,-s", o->sets, "Override an eval key for this evaluation: --set eval.rope_scaling.kind=yarn");
   cmd->add_option("--tag", o->tag, "Write RUN/eval-TAG.json instead of RUN/eval.json (letters, digits, '_', '-', '.')");
-  cmd->callback([o] {
+  auto* tag_option = cmd->get_option("--tag");
+  cmd->callback([o, tag_option] {
+    if (tag_option->count() > 0 && o->tag.empty())
+      throw ConfigError("eval: --tag must not be empty (leave it out to write RUN/eval.json)");
     if (!o->tag.empty() && o->tag.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
                                std::string::npos)
       throw ConfigError("eval: --tag '" + o->tag + "' may hold only letters, digits, '_', '-' and '.'");
-    if (o->batches < 0 || o->batch_size < 0 || o->stride < 0)
-      throw ConfigError("eval: --batches, --batch-size and --stride must be positive");
-    EvalOptions eo{{}, o->batches, o->batch_size, o->stride};
+    EvalOptions eo{{}, o->batches, o->batch_size, o->stride, o->tokens};
     if (!o->lengths.empty()) eo.lengths = parse_lengths(o->lengths, "--lengths");
     eo.overrides = o->sets;
     eo.tag = o->tag;

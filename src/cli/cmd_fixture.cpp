@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "data/corpus.h"
 #include "model/gpt.h"
 #include "train/run_dir.h"
@@ -24,10 +25,10 @@ void add_fixture(CLI::App& app) {
   cmd->add_option("--config,-c", o->config, "Config file")->required();
   cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
   cmd->add_option("--out,-o", o->out, "Output directory")->required();
-  cmd->add_option("--batch", o->batch, "Sequences in the batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", o->batch, "Sequences in the batch (default 2)")->check(positive_integer());
   cmd->add_option("--pos-noise", o->pos_noise,
-                  "Add N(0, s) to the encoding's parameters first (CoPE's zero-initialised table would hide it)")
-      ->check(CLI::NonNegativeNumber);
+                  "Add N(0, s) to the encoding's parameters first (CoPE's zero-initialised table would hide it; default 0)")
+      ->check(number_at_least(0, false, "a number >= 0"));
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
     auto corpus = make_corpus(c);

@@ -1,30 +1,45 @@
 // poslab pe: print an encoding itself (additive table, rope angles, alibi slopes and bias, t5 buckets,
 // kerple/sandwich bias, fire's MLP input, xpos scales, randomized positions), or draw the pictures that
 // explain it (--plot: poslab computes the numbers, scripts/plots draws them).
+#include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "model/positional/positional.h"
+#include "util/csv.h"
 #include "util/files.h"
 #include "util/scripts.h"
 #include "util/tensor_json.h"
 
 namespace poslab::cli {
 
-static void print_csv(const std::string& name, const torch::Tensor& t) {
-  std::cout << "# " << name << " " << t.sizes() << "\n";
-  auto flat = t.dim() == 1 ? t.unsqueeze(0) : t.dim() == 3 ? t.flatten(0, 1) : t;  // (heads*n, n) for alibi bias
-  auto a = flat.to(torch::kDouble).contiguous();
-  auto acc = a.accessor<double, 2>();
-  if (t.dim() == 3) std::cout << "head,row,";
-  for (int64_t j = 0; j < a.size(1); ++j) std::cout << (j ? "," : "") << "c" << j;
-  std::cout << "\n" << std::setprecision(7);
-  for (int64_t i = 0; i < a.size(0); ++i) {
-    if (t.dim() == 3) std::cout << i / t.size(1) << "," << i % t.size(1) << ",";
-    for (int64_t j = 0; j < a.size(1); ++j) std::cout << (j ? "," : "") << acc[i][j];
-    std::cout << "\n";
+// One table for every tensor (RFC 4180, util/csv.h): a record per value, named by its tensor and
+// its indices (dim0 .. dim2, empty past the tensor's rank): "angles,3,1,,0.75". A scalar (yarn's
+// attention_factor, an additive kind's scale) is one record with no indices.
+static void print_csv(const std::map<std::string, torch::Tensor>& tensors) {
+  std::cout << csv_record({"tensor", "dim0", "dim1", "dim2", "value"});
+  char buf[64];
+  for (const auto& [name, t] : tensors) {
+    TORCH_CHECK(t.dim() <= 3, "pe: tensor ", name, " has ", t.dim(), " dims, more than the CSV's three");
+    const bool integral = !t.is_floating_point();
+    auto flat = t.detach().to(torch::kCPU, torch::kDouble).contiguous().flatten();
+    const auto sizes = t.sizes().vec();
+    const double* v = flat.data_ptr<double>();
+    for (int64_t i = 0; i < flat.numel(); ++i) {
+      std::vector<std::string> fields = {csv_quote(name), "", "", ""};
+      for (int64_t d = static_cast<int64_t>(sizes.size()) - 1, rest = i; d >= 0; --d)
+        fields[d + 1] = std::to_string(rest % sizes[d]), rest /= sizes[d];
+      if (std::isnan(v[i])) std::snprintf(buf, sizeof buf, "nan");
+      else if (std::isinf(v[i])) std::snprintf(buf, sizeof buf, v[i] > 0 ? "inf" : "-inf");
+      else if (v[i] == 0) std::snprintf(buf, sizeof buf, "0");  // never "-0"
+      else std::snprintf(buf, sizeof buf, integral ? "%.0f" : "%.9g", v[i]);
+      fields.push_back(buf);
+      std::cout << csv_record(fields);
+    }
   }
 }
 
@@ -167,20 +182,20 @@ void add_pe(CLI::App& app) {
   std::string kinds;
   for (const auto& k : kEncodingKinds) kinds += (kinds.empty() ? "" : "|") + k;
   cmd->add_option("--kind,-k", o->kind, kinds)->required();
-  cmd->add_option("--positions,-n", o->positions, "Number of positions N")->required()->check(CLI::PositiveNumber);
+  cmd->add_option("--positions,-n", o->positions, "Number of positions N")->required()->check(positive_integer());
   cmd->add_option("--dim,-d", o->dim, "Additive kinds: the model width D; others: the head size")
       ->required()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--heads", o->heads, "Heads H (bias kinds)")->check(CLI::PositiveNumber);
+      ->check(positive_integer());
+  cmd->add_option("--heads", o->heads, "Heads H (bias kinds; default 1)")->check(positive_integer());
   cmd->add_option("--param", o->params, "Parameters to inspect at: kerple r1=..,r2=..; fire c=..,L=..");
   cmd->add_option("--randomize", o->randomize, "Print the sorted positions a randomized run draws from [0, MAX)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->add_option("--seed", o->seed, "Seed for --randomize (default 0)");
   cmd->add_option("--base", o->base, "Base for sinusoidal and rope (default 10000)");
   cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
   cmd->add_option("--bits", o->bits, "Bits for binary (default 16)");
-  cmd->add_option("--format,-f", o->format, "csv|json")->check(CLI::IsMember({"csv", "json"}));
+  cmd->add_option("--format,-f", o->format, "csv|json (default csv: one record per value, RFC 4180)")->check(CLI::IsMember({"csv", "json"}));
   cmd->add_option("--plot", o->plot, "Draw the pictures that explain the encoding into this .png (needs python3-matplotlib)");
   cmd->add_option("--plot-data", o->plot_data, "Write the numbers behind those pictures to this .json (for your own plots)");
   cmd->add_option("--rope-scaling", o->rope_scaling, "Rotary kinds: none|linear|ntk|dynamic_ntk|yarn; prints inv_freq "
@@ -189,7 +204,7 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (default 1)");
   cmd->add_option("--original-length", o->original_length,
                   "--rope-scaling: the training length L in tokens (default: --positions)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->callback([o] {
     // Before any work: nothing is computed, drawn or half-written for an output that cannot be written.
     if (!o->plot.empty()) check_output_path(o->plot, "--plot", {".png", ".svg", ".pdf"});
@@ -199,6 +214,11 @@ void add_pe(CLI::App& app) {
     // Build through the same config validation and factory that training uses. --dim is the model
     // width of an additive kind and the head size of every other (heads do not change an additive table).
     const auto params = parse_params(o->params);
+    if (std::find(kEncodingKinds.begin(), kEncodingKinds.end(), o->kind) == kEncodingKinds.end()) {
+      std::string known;
+      for (const auto& k : kEncodingKinds) known += (known.empty() ? "" : ", ") + k;
+      throw ConfigError("--kind: unknown encoding '" + o->kind + "' (allowed: " + known + ")");
+    }
     const std::string family = encoding_family(o->kind);
     const bool additive = family == "additive";
     if (o->rope_scaling != "none" && family != "rotary")
@@ -241,8 +261,9 @@ void add_pe(CLI::App& app) {
       for (const auto& f : {o->plot_data, o->plot})
         if (!f.empty()) std::cout << "written: " << f << "\n";
     } else {
-      if (pe->family() == "additive" && o->kind != "learned") std::cout << "# scale " << scale << "\n";
-      for (const auto& [name, t] : tensors) print_csv(name, t);
+      auto printed = tensors;
+      if (pe->family() == "additive" && o->kind != "learned") printed["scale"] = torch::tensor(scale, torch::kDouble);
+      print_csv(printed);
     }
   });
 }

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "model/generate.h"
 #include "train/run_dir.h"
 
@@ -19,10 +20,12 @@ void add_sample(CLI::App& app) {
   auto* cmd = app.add_subcommand("sample", "Generate from a trained run");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
   cmd->add_option("--prompt,-p", o->prompt, "Prompt text (characters must be in the run's vocabulary)")->required();
-  cmd->add_option("--tokens,-n", o->tokens, "Tokens to generate")->check(CLI::PositiveNumber);
-  cmd->add_option("--temperature", o->temperature, "0 = greedy")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--top-k", o->top_k, "Sample among the k likeliest (0 = all)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", o->seed, "Sampling seed");
+  cmd->add_option("--tokens,-n", o->tokens, "Tokens to generate (default 200)")->check(positive_integer());
+  cmd->add_option("--temperature", o->temperature, "Sampling temperature, 0 = greedy (default 1)")
+      ->check(number_at_least(0, false, "a number >= 0 (0 = greedy)"));
+  cmd->add_option("--top-k", o->top_k, "Sample among the k likeliest (default 0 = all)")
+      ->check(integer_at_least(0, "0 (all) or a positive integer"));
+  cmd->add_option("--seed", o->seed, "Sampling seed (default 1)");
   cmd->add_flag("--no-cache", o->no_cache, "Recompute the whole prefix for every token instead of keeping a KV cache");
   cmd->callback([o] {
     auto run = load_run(o->run);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "distributed/launch.h"
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
@@ -49,7 +50,7 @@ void add_train(CLI::App& app) {
                   "Start a new run from this run's weights (new optimizer and schedule; e.g. a longer block_size); "
                   "without --config, from its config too (default --out: RUN-ft)");
   cmd->add_option("--stop-at", o->stop_at, "Checkpoint and stop before this step (resume later with --resume)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive_integer());
   cmd->callback([o] {
     const Launch launch = detect_launch();  // a bad launch variable is refused here, before anything
     if (launch.rank != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports progress for all

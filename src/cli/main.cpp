@@ -92,6 +92,22 @@ int main(int argc, char** argv) {
   poslab::cli::add_sample(app);
   poslab::cli::add_bench(app);
   poslab::cli::add_fixture(app);
+  // The subcommand as typed: an unknown one is named (CLI11 would only say that one is required).
+  std::string command;
+  for (int i = 1; i < argc && command.empty(); ++i)
+    if (argv[i][0] != '-') command = argv[i];
+  if (!command.empty()) {
+    std::string known;
+    bool found = false;
+    for (const auto* sub : app.get_subcommands({})) {
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+      found = found || sub->get_name() == command;
+    }
+    if (!found) {
+      std::cerr << "poslab: error: unknown command '" << command << "' (commands: " << known << ")\n";
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -100,8 +116,12 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::ValidationError& e) {
+    std::cerr << "poslab: error: " << e.what() << "\n";  // the flag and its allowed values, in words
+    return 2;
   } catch (const CLI::ParseError& e) {
-    std::cerr << "poslab: error: " << e.what() << " (see poslab --help)\n";
+    std::cerr << "poslab: error: " << first_line(e.what()) << " (see poslab " << (command.empty() ? "" : command + " ")
+              << "--help)\n";
     return 2;
   } catch (const poslab::ConfigError& e) {
     std::cerr << "poslab: error: " << e.what() << "\n";

@@ -351,11 +351,13 @@ Config config_from_json(const json& j) {
   e.batches = get<int>(full, "eval.batches");
   e.batch_size = get<int>(full, "eval.batch_size");
   e.stride = get<int>(full, "eval.stride");
+  e.tokens = get<int>(full, "eval.tokens");
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);
   require(e.stride >= 0, "eval.stride", ">= 0 (0 = half the eval length)", e.stride);
+  require(e.tokens >= 0, "eval.tokens", ">= 0 (0 = the whole validation split)", e.tokens);
   return c;
 }
 
@@ -392,7 +394,7 @@ json config_to_json(const Config& c) {
         {"dist_bucket_mb", c.train.dist_bucket_mb}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
-        {"stride", c.eval.stride},
+        {"stride", c.eval.stride}, {"tokens", c.eval.tokens},
         {"rope_scaling", rope_scaling_to_json(c.eval.rope_scaling)}}},
   };
 }

@@ -117,9 +117,12 @@ struct TrainConfig {
 struct EvalConfig {
   std::vector<int> lengths;  // run at the end of training; tasks: items, text: tokens
   RopeScalingConfig rope_scaling;
-  int batches = 4;
-  int batch_size = 32;
+  int batches = 4;     // tasks: batches of examples per length
+  int batch_size = 32;  // tasks: examples per batch; text: windows per forward pass
   int stride = 0;  // text sliding-window protocol; 0 = half the eval length
+  // Text: how many validation targets are scored, the same ones at every length and in both
+  // protocols (the last `tokens` of the split); 0 = every target of the split.
+  int tokens = 0;
 };
 
 struct Config {

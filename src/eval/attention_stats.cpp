@@ -88,7 +88,7 @@ json stats_at_length(GPT& model, const Corpus& corpus, const Config& c, int leng
     return r;
   }
   const int64_t n_stats = std::min<int64_t>(o.sequences, inputs.size(0));
-  const int64_t example = std::min<int64_t>(o.example, inputs.size(0) - 1);
+  const int64_t example = o.example;  // checked against every length in attention_stats, before any work
   const int64_t L = static_cast<int64_t>(model->h->size());
   std::vector<torch::Tensor> sums(4);  // distance, entropy, entropy_norm, first_share: (L, H) each
   json maps = json::array();
@@ -133,9 +133,19 @@ json attention_stats(GPT& model, const Corpus& corpus, const Config& c, const At
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);
   model->eval();
+  if (o.example >= o.sequences)
+    throw ConfigError("--example " + std::to_string(o.example) + ": must be below --sequences (" +
+                      std::to_string(o.sequences) + "), 0 being the first validation sequence");
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
     if (rt.device.is_cpu()) check_attention_fits(c, corpus.tokens_at(length));  // every length, before any work
+    if (!corpus.is_task()) {  // text: consecutive windows of the validation split, as many as it holds
+      const int64_t windows = (static_cast<const TextCorpus&>(corpus).tokens(Split::Val).size(0) - 1) / length;
+      if (windows > 0 && o.example >= windows)
+        throw ConfigError("--example " + std::to_string(o.example) + ": the validation split holds " +
+                          std::to_string(windows) + " window(s) of " + std::to_string(length) +
+                          " tokens; choose 0 to " + std::to_string(windows - 1));
+    }
   }
   json lengths = json::array();
   for (int length : o.lengths) {

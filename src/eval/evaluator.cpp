@@ -5,7 +5,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "data/tasks.h"
@@ -19,48 +22,66 @@ using nlohmann::json;
 
 namespace {
 
+// Per-token scores of rows of windows: the loss of each target and whether it is the argmax, on the
+// CPU. Targets < 0 score 0 and miss. Rows go through the model in sub-batches that fit `budget`.
+struct Scores {
+  torch::Tensor nll;  // (B, T) double
+  torch::Tensor hit;  // (B, T) bool
+};
+
+constexpr int64_t kTokensPerPass = 8192;
+
+Scores score_rows(GPT& model, const torch::Tensor& x_all, const torch::Tensor& y_all, const Runtime& rt, int64_t budget) {
+  const int64_t B = x_all.size(0), T = x_all.size(1);
+  // Activations per row: the residual stream, q/k/v, the MLP's 4C, the logits and their log-softmax.
+  // Attention scores are not counted: the model computes them in query blocks sized to its own
+  // budget (GPTImpl::attention_budget_bytes), so they grow with T, not T^2.
+  // At most kTokensPerPass tokens go through at once (one window, when windows are longer), so the
+  // memory is set by the length and the model, never by --batch-size, and the model's attention
+  // blocks hold as many queries as they would for a single window.
+  const auto& m = model->config;
+  const int64_t bytes_per_row = T * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
+  const int64_t rows = std::max<int64_t>(1, std::min(budget / std::max<int64_t>(1, bytes_per_row), kTokensPerPass / T));
+  std::vector<torch::Tensor> nlls, hits;
+  for (int64_t b0 = 0; b0 < B; b0 += rows) {
+    auto x = x_all.slice(0, b0, std::min(B, b0 + rows)).to(rt.device);
+    auto y = y_all.slice(0, b0, std::min(B, b0 + rows)).to(rt.device);
+    torch::Tensor logits;
+    {
+      AutocastGuard autocast(rt);
+      logits = model->forward(x).to(torch::kFloat);  // (b, T, V)
+    }
+    auto mask = y.ge(0);                                                                    // (b, T)
+    auto safe_y = y.clamp_min(0);
+    auto nll = -torch::log_softmax(logits, -1).gather(-1, safe_y.unsqueeze(-1)).squeeze(-1) * mask;  // (b, T)
+    nlls.push_back(nll.to(torch::kDouble).cpu());
+    hits.push_back(logits.argmax(-1).eq(safe_y).logical_and(mask).cpu());                    // (b, T)
+  }
+  return {torch::cat(nlls, 0), torch::cat(hits, 0)};
+}
+
 struct Accumulator {
   double loss_sum = 0;
   int64_t scored = 0, correct = 0, examples = 0, exact = 0;
   std::vector<double> pos_loss;
   std::vector<int64_t> pos_count;
 
-  // `scored_from`: per row, the first position that counts (sliding windows score only their tail).
-  void add(GPT& model, const Batch& batch, int64_t scored_from, const Runtime& rt, int64_t budget) {
-    const int64_t B = batch.x.size(0), T = batch.x.size(1);
-    // Activations per row: the residual stream, q/k/v, the MLP's 4C, the logits and their log-softmax.
-    // Attention scores are not counted: the model computes them in query blocks sized to its own
-    // budget (GPTImpl::attention_budget_bytes), so they grow with T, not T^2.
-    const auto& m = model->config;
-    const int64_t bytes_per_row = T * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
-    const int64_t rows = std::max<int64_t>(1, budget / std::max<int64_t>(1, bytes_per_row));
+  // Adds the scores where `mask` (B, T) is true; each row is one example for exact match.
+  void add(const Scores& s, const torch::Tensor& mask) {
+    const int64_t T = s.nll.size(1);
     if (static_cast<int64_t>(pos_loss.size()) < T) pos_loss.resize(T, 0.0), pos_count.resize(T, 0);
-    for (int64_t b0 = 0; b0 < B; b0 += rows) {
-      auto x = batch.x.slice(0, b0, std::min(B, b0 + rows)).to(rt.device);
-      auto y = batch.y.slice(0, b0, std::min(B, b0 + rows)).to(rt.device);
-      if (scored_from > 0) y = y.clone(), y.slice(1, 0, scored_from).fill_(-1);
-      torch::Tensor logits;
-      {
-        AutocastGuard autocast(rt);
-        logits = model->forward(x).to(torch::kFloat);  // (b, T, V)
-      }
-      auto mask = y.ge(0);                                                               // (b, T)
-      auto safe_y = y.clamp_min(0);
-      auto nll = -torch::log_softmax(logits, -1).gather(-1, safe_y.unsqueeze(-1)).squeeze(-1) * mask;  // (b, T)
-      auto hit = logits.argmax(-1).eq(safe_y).logical_and(mask);                          // (b, T)
-      auto nll_cpu = nll.to(torch::kDouble).cpu(), mask_cpu = mask.cpu();
-      loss_sum += nll_cpu.sum().item<double>();
-      scored += mask_cpu.sum().item<int64_t>();
-      correct += hit.sum().item<int64_t>();
-      // An example is exactly right when every scored token is: (hits == scored) per row.
-      auto row_ok = hit.sum(1).eq(mask.sum(1)).logical_and(mask.sum(1).gt(0));
-      exact += row_ok.sum().item<int64_t>();
-      examples += x.size(0);
-      auto pl = nll_cpu.sum(0).contiguous(), pc = mask_cpu.sum(0).to(torch::kLong).contiguous();
-      auto pla = pl.accessor<double, 1>();
-      auto pca = pc.accessor<int64_t, 1>();
-      for (int64_t t = 0; t < T; ++t) pos_loss[t] += pla[t], pos_count[t] += pca[t];
-    }
+    auto nll = s.nll * mask, hit = s.hit.logical_and(mask);  // (B, T)
+    loss_sum += nll.sum().item<double>();
+    scored += mask.sum().item<int64_t>();
+    correct += hit.sum().item<int64_t>();
+    // An example is exactly right when every scored token is: (hits == scored) per row.
+    auto row_ok = hit.sum(1).eq(mask.sum(1)).logical_and(mask.sum(1).gt(0));
+    exact += row_ok.sum().item<int64_t>();
+    examples += s.nll.size(0);
+    auto pl = nll.sum(0).contiguous(), pc = mask.sum(0).to(torch::kLong).contiguous();
+    auto pla = pl.accessor<double, 1>();
+    auto pca = pc.accessor<int64_t, 1>();
+    for (int64_t t = 0; t < T; ++t) pos_loss[t] += pla[t], pos_count[t] += pca[t];
   }
 
   json result(bool with_exact) const {
@@ -87,48 +108,80 @@ json eval_task_length(GPT& model, const TaskCorpus& corpus, const Config& c, int
                       const Runtime& rt) {
   Rng rng(static_cast<uint64_t>(c.seed) * 1000003ULL + static_cast<uint64_t>(n));
   Accumulator acc;
-  for (int i = 0; i < o.batches; ++i) acc.add(model, corpus.batch_at_length(n, o.batch_size, rng), 0, rt, o.memory_budget_bytes);
+  for (int i = 0; i < o.batches; ++i) {
+    const Batch batch = corpus.batch_at_length(n, o.batch_size, rng);
+    acc.add(score_rows(model, batch.x, batch.y, rt, o.memory_budget_bytes), batch.y.ge(0));
+  }
   return acc.result(task_has_answer(c.data.task));
 }
 
+}  // namespace
+
+std::vector<TextWindow> plan_text_windows(int64_t first, int64_t last, int64_t length, int64_t step) {
+  std::vector<TextWindow> windows;
+  for (int64_t end = last; end > first;) {
+    int64_t lo = std::max(first, end - step), start = end - length;
+    if (start < 0) start = 0, lo = first;  // the split's first window: it scores every target left
+    windows.push_back({start, lo - start, end - start});
+    end = lo;
+  }
+  std::reverse(windows.begin(), windows.end());
+  return windows;
+}
+
+namespace {
+
+// Text at L tokens, both protocols on the same targets: the last `eval.tokens` of the validation
+// split (all of it by default). "windows" cuts them into windows of L that each score every target;
+// "sliding" moves by `stride` and scores only each window's last `stride` targets, so every target
+// but those at the split's start sees at least L - stride tokens before it. A window both protocols
+// need is run once.
 json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOptions& o, const Runtime& rt) {
   const auto& val = corpus.tokens(Split::Val);
   const int64_t N = val.size(0);
-  const int64_t max_windows = static_cast<int64_t>(o.batches) * o.batch_size;
-  auto windows_at = [&](int64_t stride) {  // starts of windows of L+1 tokens
-    std::vector<int64_t> starts;
-    for (int64_t s = 0; s + L + 1 <= N && static_cast<int64_t>(starts.size()) < max_windows; s += stride) starts.push_back(s);
-    return starts;
-  };
-  auto run = [&](const std::vector<int64_t>& starts, int64_t tail) {
-    Accumulator acc;
-    for (size_t b0 = 0; b0 < starts.size(); b0 += o.batch_size) {
-      std::vector<int64_t> chunk(starts.begin() + b0, starts.begin() + std::min(starts.size(), b0 + o.batch_size));
-      auto idx = torch::tensor(chunk, torch::kLong).unsqueeze(1) + torch::arange(L + 1, torch::kLong);  // (b, L+1)
-      auto w = val.index({idx});
-      Batch batch{w.slice(1, 0, L).contiguous(), w.slice(1, 1, L + 1).contiguous()};
-      // The first sliding window scores everything; later ones only their last `tail` tokens.
-      if (b0 == 0 && tail < L) {
-        acc.add(model, {batch.x.slice(0, 0, 1), batch.y.slice(0, 0, 1)}, 0, rt, o.memory_budget_bytes);
-        if (batch.x.size(0) > 1)
-          acc.add(model, {batch.x.slice(0, 1), batch.y.slice(0, 1)}, L - tail, rt, o.memory_budget_bytes);
-      } else {
-        acc.add(model, batch, tail < L ? L - tail : 0, rt, o.memory_budget_bytes);
-      }
-    }
-    return acc.result(false);
-  };
-  auto windows = windows_at(L);
-  if (windows.empty())
+  if (N < L + 1)
     return not_applicable(L, L, "validation split has " + std::to_string(N) + " tokens, fewer than " + std::to_string(L + 1));
-  json r = run(windows, L);
-  r["protocol"] = "windows";
+  // Target t is token t, predicted from tokens before it: targets 1 .. N-1.
+  const int64_t targets = o.tokens > 0 ? std::min<int64_t>(o.tokens, N - 1) : N - 1;
+  const int64_t first = N - 1 - targets;  // scored: first < t <= N - 1
   const int64_t stride = o.stride > 0 ? std::min(o.stride, L) : std::max(1, L / 2);
-  const auto sliding_windows = windows_at(stride);
-  // A split that holds one window of L tokens holds one sliding window too, the same one, scored
-  // whole: its result is the windows' (at 65,536 tokens this halves the evaluation's time).
-  json sliding = sliding_windows == windows ? r : run(sliding_windows, stride);
-  r["sliding"] = {{"stride", stride}, {"loss", sliding["loss"]}, {"ppl", sliding["ppl"]}, {"token_acc", sliding["token_acc"]}};
+  const std::vector<std::vector<TextWindow>> plans = {plan_text_windows(first, N - 1, L, L),
+                                                      plan_text_windows(first, N - 1, L, stride)};
+  // Each distinct window start once, with the positions each protocol scores there.
+  std::map<int64_t, std::array<std::pair<int64_t, int64_t>, 2>> by_start;
+  for (int p = 0; p < 2; ++p)
+    for (const auto& w : plans[p]) {
+      auto it = by_start.try_emplace(w.start, std::array<std::pair<int64_t, int64_t>, 2>{{{0, 0}, {0, 0}}}).first;
+      it->second[p] = {w.lo, w.hi};
+    }
+  std::vector<std::pair<int64_t, std::array<std::pair<int64_t, int64_t>, 2>>> all(by_start.begin(), by_start.end());
+  Accumulator acc[2];
+  for (size_t b0 = 0; b0 < all.size(); b0 += o.batch_size) {
+    const size_t b1 = std::min(all.size(), b0 + o.batch_size);
+    std::vector<int64_t> starts;
+    for (size_t i = b0; i < b1; ++i) starts.push_back(all[i].first);
+    auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(L + 1, torch::kLong);  // (b, L+1)
+    auto w = val.index({idx});
+    auto x = w.slice(1, 0, L).contiguous(), y = w.slice(1, 1, L + 1).contiguous();  // (b, L)
+    const Scores scores = score_rows(model, x, y, rt, o.memory_budget_bytes);
+    for (int p = 0; p < 2; ++p) {
+      auto mask = torch::zeros({static_cast<int64_t>(b1 - b0), L}, torch::kBool);  // (b, L)
+      for (size_t i = b0; i < b1; ++i) {
+        const auto [lo, hi] = all[i].second[p];
+        if (hi > lo) mask[static_cast<int64_t>(i - b0)].slice(0, lo, hi).fill_(true);
+      }
+      acc[p].add(scores, mask);
+    }
+  }
+  json r = acc[0].result(false);
+  r["protocol"] = "windows";
+  const json sliding = acc[1].result(false);
+  r["sliding"] = {{"stride", stride},
+                  {"loss", sliding["loss"]},
+                  {"ppl", sliding["ppl"]},
+                  {"token_acc", sliding["token_acc"]},
+                  {"scored_tokens", sliding["scored_tokens"]}};
+  r["first_target"] = first + 1;  // the scored targets: tokens first_target .. N-1 of the validation split
   return r;
 }
 
@@ -212,6 +265,7 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
   if (o.batches <= 0) o.batches = c.eval.batches;
   if (o.batch_size <= 0) o.batch_size = c.eval.batch_size;
   if (o.stride <= 0) o.stride = c.eval.stride;
+  if (o.tokens <= 0) o.tokens = c.eval.tokens;
   Runtime rt = make_runtime(c);
   run.model->to(rt.device);
   auto corpus = make_corpus(c, run.tokenizer);

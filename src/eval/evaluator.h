@@ -20,6 +20,7 @@ struct EvalOptions {
   int batches = 0;
   int batch_size = 0;
   int stride = 0;            // text sliding window; 0 = half the length
+  int tokens = 0;            // text: validation targets scored at every length (the last ones); 0 = all
   // RoPE scaling for this evaluation; unset: the run's eval.rope_scaling. original_length 0 = the
   // training length in tokens.
   std::optional<RopeScalingConfig> rope_scaling;
@@ -29,6 +30,16 @@ struct EvalOptions {
   std::string tag;
   int64_t memory_budget_bytes = int64_t{512} << 20;  // activations per sub-batch, split to fit
 };
+
+// A window of the text protocols: tokens start .. start+L-1 in, scoring its targets at positions [lo, hi).
+struct TextWindow {
+  int64_t start, lo, hi;
+  bool operator==(const TextWindow& o) const { return start == o.start && lo == o.lo && hi == o.hi; }
+};
+// Windows of `length` tokens that score the targets first < t <= last of a split once each: from the
+// end backwards, each scores the `step` targets it ends on (windows protocol: step = length; sliding:
+// the stride); a window that would start before token 0 starts there and scores every target left.
+std::vector<TextWindow> plan_text_windows(int64_t first, int64_t last, int64_t length, int64_t step);
 
 // The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.
 std::vector<int> default_eval_lengths(const Config& config);

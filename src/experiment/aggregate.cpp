@@ -8,6 +8,7 @@
 #include "experiment/experiment.h"
 #include "experiment/report_stats.h"
 #include "train/run_dir.h"
+#include "util/csv.h"
 #include "util/files.h"
 
 namespace poslab {
@@ -176,17 +177,28 @@ std::string format_results_table(const json& results) {
                      : "mean ± 95% interval over " + std::to_string(seeds) + " seeds, * = best beyond the intervals")
       << "\n";
   const int width = seeds > 1 ? 15 : 9;
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "%-18s", "encoding");
-  out << buf;
-  for (const auto& L : lengths) std::snprintf(buf, sizeof buf, " %*d", width, L.get<int>()), out << buf;
-  out << "     params    tok/s\n";
   std::vector<std::string> groups;
   for (const auto& r : results["rows"])
     if (std::find(groups.begin(), groups.end(), r["group"]) == groups.end()) groups.push_back(r["group"]);
+  // The first column fits the longest label (UTF-8 counted in code points, as the terminal shows them).
+  auto columns = [](const std::string& s) {
+    int n = 0;
+    for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
+    return n;
+  };
+  const std::vector<std::string> keys = results.value("group_keys", std::vector<std::string>{});
+  const std::string label = keys == std::vector<std::string>{"model.pos_encoding.kind"} ? "encoding"
+                            : keys == std::vector<std::string>{"eval"}                  ? "evaluation"
+                                                                                        : "group";
+  int label_width = std::max(17, columns(label));
+  for (const auto& g : groups) label_width = std::max(label_width, columns(g));
+  auto padded = [&](const std::string& s) { return s + std::string(label_width + 1 - columns(s), ' '); };
+  char buf[96];
+  out << padded(label);
+  for (const auto& L : lengths) std::snprintf(buf, sizeof buf, " %*d", width, L.get<int>()), out << buf;
+  out << "     params    tok/s\n";
   for (const auto& g : groups) {
-    std::snprintf(buf, sizeof buf, "%-18s", g.c_str());
-    out << buf;
+    out << padded(g);
     json last;
     for (const auto& L : lengths) {
       std::string cell = "-";
@@ -196,7 +208,7 @@ std::string format_results_table(const json& results) {
           const auto& v = r[metric + "_mean"];
           const auto& ci = r[metric + "_ci95"];
           if (v.is_number()) {
-            std::snprintf(buf, sizeof buf, exact ? "%.3f" : "%.4f", v.get<double>());
+            std::snprintf(buf, sizeof buf, "%.3f", v.get<double>());  // the report's precision, at which ranks tie
             cell = buf;
             if (ci.is_number()) std::snprintf(buf, sizeof buf, exact ? "±%.3f" : "±%.3f", ci.get<double>()), cell += buf;
             cell += r.value("best", false) ? "*" : " ";
@@ -233,26 +245,13 @@ std::string format_results_table(const json& results) {
 }
 
 std::string results_csv(const json& results) {
-  std::ostringstream out;
-  out << "group,length,tokens,n,status,loss_mean,loss_std,ppl_mean,token_acc_mean,token_acc_std,exact_match_mean,"
-         "exact_match_std,params,tokens_per_s_mean,wall_s_mean\n";
-  auto field = [](const json& v) {
-    if (v.is_null()) return std::string();
-    if (v.is_boolean()) return std::string(v.get<bool>() ? "1" : "0");
-    if (v.is_string()) return "\"" + v.get<std::string>() + "\"";
-    return v.dump();
-  };
+  std::string out = csv_record(std::vector<std::string>(kResultsCsvFields.begin(), kResultsCsvFields.end()));
   for (const auto& r : results["rows"]) {
-    bool first = true;
-    for (const char* k : {"group", "length", "tokens", "n", "status", "loss_mean", "loss_std", "loss_ci95", "ppl_mean",
-                          "token_acc_mean", "token_acc_std", "token_acc_ci95", "exact_match_mean", "exact_match_std",
-                          "exact_match_ci95", "best", "params", "tokens_per_s_mean", "wall_s_mean"}) {
-      out << (first ? "" : ",") << field(r.contains(k) ? r[k] : json());
-      first = false;
-    }
-    out << "\n";
+    std::vector<std::string> fields;
+    for (const auto& k : kResultsCsvFields) fields.push_back(csv_field(r.contains(k) ? r[k] : json()));
+    out += csv_record(fields);
   }
-  return out.str();
+  return out;
 }
 
 }  // namespace poslab

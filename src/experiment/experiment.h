@@ -62,7 +62,8 @@ struct CompareOptions {
 };
 
 // Runs every cell (skipping finished ones, resuming interrupted ones), aggregates, writes
-// results.json / results.csv, and makes the plots and report. Returns the results.
+// results.json / results.csv, and makes the plots and report. Returns the results (a shard:
+// {"failed_cells": [names]}).
 nlohmann::json run_experiment(const Experiment& experiment, const CompareOptions& options);
 // The grid key whose values a report compares (the encoding when it is in the grid; else the
 // first grid key); the other keys form scenarios.
@@ -74,6 +75,13 @@ nlohmann::json finish_experiment(const Experiment& experiment, const CompareOpti
 nlohmann::json aggregate_results(const Experiment& experiment, const std::string& out);
 // The console table: one row per group, one column per length (exact match or loss), best marked.
 std::string format_results_table(const nlohmann::json& results);
+// results.csv: one record per row of results.json, its fields in this order (RFC 4180, util/csv.h).
+inline const std::vector<std::string> kResultsCsvFields = {
+    "group",          "item",           "scenario",         "length",          "tokens",
+    "n",              "status",         "loss_mean",        "loss_std",        "loss_ci95",
+    "ppl_mean",       "ppl_std",        "ppl_ci95",         "token_acc_mean",  "token_acc_std",
+    "token_acc_ci95", "exact_match_mean", "exact_match_std", "exact_match_ci95", "best",
+    "params",         "tokens_per_s_mean", "wall_s_mean"};
 std::string results_csv(const nlohmann::json& results);
 // Folds each cell's probe-<task>.json into results: results["probes"], the probe columns of the rows,
 // a ranking by retrieval, and what_this_shows's sentences on where loss and retrieval disagree.

@@ -19,6 +19,18 @@ static std::string short_key(const std::string& key, const json& grid) {
   return same > 1 ? key : last;
 }
 
+// Applies KEY=VALUE from an experiment file; an error names the file's own key (`at`, e.g.
+// "experiment x.json: grid.model.n_layr"), not a --set flag the user never typed.
+static void apply_file_override(json& config, const std::string& key, const json& value, const std::string& at) {
+  try {
+    apply_overrides(config, {key + "=" + value.dump()});
+  } catch (const ConfigError& e) {
+    std::string what = e.what();
+    const std::string flag = "--set " + key;
+    throw ConfigError(at + (what.rfind(flag, 0) == 0 ? what.substr(flag.size()) : ": " + what));
+  }
+}
+
 Experiment load_experiment(const std::string& path) {
   json file = read_json_file(path);
   const std::string where = "experiment " + path;
@@ -52,9 +64,8 @@ Experiment load_experiment(const std::string& path) {
   json base = load_config_json(resolve_relative(path, file["base"].get<std::string>()));
   if (file.contains("set")) {
     if (!file["set"].is_object()) throw ConfigError(where + ": set must be an object of key -> value");
-    std::vector<std::string> overrides;
-    for (auto it = file["set"].begin(); it != file["set"].end(); ++it) overrides.push_back(it.key() + "=" + it.value().dump());
-    apply_overrides(base, overrides);
+    for (auto it = file["set"].begin(); it != file["set"].end(); ++it)
+      apply_file_override(base, it.key(), it.value(), where + ": set." + it.key());
   }
   // nlohmann::json sorts keys; the grid's order (which key varies slowest) is the file's.
   std::vector<std::string> file_order;
@@ -67,7 +78,7 @@ Experiment load_experiment(const std::string& path) {
     if (!it.value().is_array() || it.value().empty())
       throw ConfigError(where + ": grid." + it.key() + " must be a non-empty list of values");
     json probe = base;  // the key must exist in the config schema
-    apply_overrides(probe, {it.key() + "=" + it.value()[0].dump()});
+    apply_file_override(probe, it.key(), it.value()[0], where + ": grid." + it.key());
     keys.push_back(it.key());
     if (it.key() != "seed") e.group_keys.push_back(it.key());
   }
@@ -87,7 +98,8 @@ Experiment load_experiment(const std::string& path) {
         v.overrides.push_back(kv.key() + "=" + kv.value().dump());
       }
       json probe = base;  // the keys and values must be valid
-      apply_overrides(probe, v.overrides);
+      for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
+        apply_file_override(probe, kv.key(), kv.value(), at + "." + kv.key());
       try {
         config_from_json(probe);
       } catch (const ConfigError& err) {
@@ -101,12 +113,10 @@ Experiment load_experiment(const std::string& path) {
   while (true) {
     Cell cell;
     json config = base;
-    std::vector<std::string> overrides;
     std::string group;
     for (size_t k = 0; k < keys.size(); ++k) {
       const json& v = e.grid[keys[k]][index[k]];
       cell.settings[keys[k]] = v;
-      overrides.push_back(keys[k] + "=" + v.dump());
       cell.name += (cell.name.empty() ? "" : "_") + short_key(keys[k], e.grid) + "=" + value_text(v);
       if (keys[k] != "seed") {
         const bool only_key = e.group_keys.size() == 1;
@@ -114,11 +124,13 @@ Experiment load_experiment(const std::string& path) {
       }
     }
     cell.group = group.empty() ? "all" : group;
+    // Every cell is validated here, before the first one trains: a bad value stops the whole grid.
+    for (size_t k = 0; k < keys.size(); ++k)
+      apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k]);
     try {
-      apply_overrides(config, overrides);
-      config_from_json(config);  // validate now; an invalid cell fails alone
+      config_from_json(config);
     } catch (const ConfigError& err) {
-      cell.error = err.what();
+      throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
     }
     cell.config = config;
     e.cells.push_back(cell);

@@ -111,7 +111,8 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
   for (const auto& r : results["rows"]) {
     const int L = r["length"];
     if (std::find(lengths.begin(), lengths.end(), L) == lengths.end()) continue;
-    columns[{r.value("scenario", ""), L}][r["item"]] = value_of(r, metric);
+    // Ranked at the precision the tables print (3 decimals): a difference they show as none is a tie.
+    columns[{r.value("scenario", ""), L}][r["item"]] = std::round(value_of(r, metric) * 1000) / 1000;
   }
   std::map<std::string, std::vector<double>> ranks;
   for (const auto& [column, values] : columns) {

@@ -73,6 +73,7 @@ static std::string last_error(const std::string& log) {
   std::string line, found;
   while (std::getline(in, line))
     if (line.rfind("poslab: ", 0) == 0) found = line.substr(8);
+  if (found.rfind("error: ", 0) == 0) found = found.substr(7);  // "poslab: error: ..." is bad input, named as such
   return found.empty() ? "exited abnormally; see " + log : found;
 }
 
@@ -222,7 +223,9 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   if (!stop_requested()) cell_attention(e, o);
   if (o.shard.active()) {
     spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);
-    return json::object();
+    json failed = json::array();
+    for (const auto& [name, error] : failures) failed.push_back(name);
+    return {{"failed_cells", failed}};
   }
   return finish(full, o, failures);
 }

@@ -49,12 +49,14 @@ void check_output_path(const std::string& path, const std::string& option, const
   const fs::path p(path);
   std::error_code ec;
   if (fs::is_directory(p, ec)) throw ConfigError(option + " " + path + ": is a directory");
-  if (std::find(extensions.begin(), extensions.end(), p.extension().string()) == extensions.end()) {
+  if (!extensions.empty() && std::find(extensions.begin(), extensions.end(), p.extension().string()) == extensions.end()) {
     std::string allowed;
     for (const auto& e : extensions) allowed += (allowed.empty() ? "" : " or ") + e;
     throw ConfigError(option + " " + path + ": the name must end in " + allowed);
   }
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw ConfigError(option + " " + path + ": " + dir.string() + " is a file, not a directory");
   if (!fs::is_directory(dir, ec)) throw ConfigError(option + " " + path + ": directory " + dir.string() + " does not exist");
   if (::access(dir.c_str(), W_OK) != 0) throw ConfigError(option + " " + path + ": directory " + dir.string() + " is not writable");
   if (fs::exists(p, ec) && ::access(p.c_str(), W_OK) != 0) throw ConfigError(option + " " + path + ": not writable");

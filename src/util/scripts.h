@@ -14,7 +14,7 @@ std::string find_script(const std::string& relative);
 // (127 when the interpreter cannot start, 128 + N when killed by signal N).
 int run_python_script(const std::string& script, const std::vector<std::string>& args);
 // Checks before any work that `path` can receive an output file: not a directory, a name ending in one
-// of `extensions` (".png"), in an existing writable directory. Throws ConfigError "<option> PATH: why".
+// of `extensions` (".png"; empty: any name), in an existing writable directory. Throws ConfigError "<option> PATH: why".
 void check_output_path(const std::string& path, const std::string& option, const std::vector<std::string>& extensions);
 // A file removed when this goes out of scope (the JSON handed to a plot script).
 struct TempFile {

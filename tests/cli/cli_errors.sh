@@ -70,7 +70,8 @@ expect_fail 2 "--param r1: not a parameter of rope (it takes none)" -- "$POSLAB"
 expect_fail 2 "--randomize must be 0 (off) or >= --positions (8)" -- "$POSLAB" pe --kind rope --positions 8 --dim 8 --randomize 4
 check "pe: alibi's --heads and --dim are independent" bash -c "'$POSLAB' pe --kind alibi --heads 6 --dim 8 --positions 4 --format json >/dev/null"
 check "pe: t5 buckets are integers" bash -c "'$POSLAB' pe --kind t5 --positions 20 --dim 8 --format json | grep -q '\"buckets\":\[\[0,0'"
-expect_fail 2 "" -- "$POSLAB" frobnicate
+expect_fail 2 "unknown command 'frobnicate' (commands: train, eval" -- "$POSLAB" frobnicate
+expect_fail 2 "unknown command 'trian'" -- "$POSLAB" trian -c ok.json
 
 # Evaluation-time RoPE scaling: wrong kind, range, flags without their partner, a non-eval key, a bad tag.
 expect_fail 2 "applies to rotary encodings (rope, xpos), not to 'learned'" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling yarn --factor 2
@@ -132,8 +133,8 @@ check "--init-from without --config takes the run's config, into RUN-ft" grep -q
 expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train --init-from nowhere --out r4
 
 # sample: bad flags; greedy output identical with and without the KV cache, past block_size (40) too.
-expect_fail 2 "--tokens" -- "$POSLAB" sample --run run --prompt "ab" --tokens 0
-expect_fail 2 "--temperature" -- "$POSLAB" sample --run run --prompt "ab" --temperature -1
+expect_fail 2 "--tokens: must be a positive integer, got '0'" -- "$POSLAB" sample --run run --prompt "ab" --tokens 0
+expect_fail 2 "--temperature: must be a number >= 0 (0 = greedy), got '-1'" -- "$POSLAB" sample --run run --prompt "ab" --temperature -1
 expect_fail 2 "--prompt: must not be empty" -- "$POSLAB" sample --run run --prompt ""
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" sample --run nowhere --prompt "ab"
 expect_fail 2 "--no-cache" -- "$POSLAB" sample --run run --prompt "ab" --no-cache=maybe
@@ -143,5 +144,49 @@ check "sample: the KV cache gives the recomputed greedy tokens" \
 expect_fail 2 "--generate" -- "$POSLAB" bench -c ok.json --generate 0
 check "bench --generate: cached and recomputed greedy tokens agree, past the learned table too" \
   bash -c "'$POSLAB' bench -c ok.json --generate 50 2>/dev/null | grep -q 'same tokens: yes'"
+
+
+# Range errors state the range in words, on one line, with no 300-digit bound and no pointer to --help.
+expect_range() {  # expect_range "fragment" -- command...
+  local fragment=$1
+  shift 2
+  expect_fail 2 "$fragment" -- "$@"
+  local out
+  out=$("$@" 2>&1 >/dev/null)
+  check "no number bound and no --help pointer in: $out" bash -c "! printf '%s' \"\$1\" | grep -qE '[0-9]{20}|--help|not in range'" _ "$out"
+}
+expect_range "--stop-at: must be a positive integer, got '0'" -- "$POSLAB" train -c ok.json --stop-at 0 --out r6
+expect_range "--jobs: must be a positive integer, got '0'" -- "$POSLAB" compare -c good_exp.json -j 0 --out r6
+expect_range "--positions: must be a positive integer, got '0'" -- "$POSLAB" pe --kind rope --positions 0 --dim 8
+expect_range "--heads: must be a positive integer, got '0'" -- "$POSLAB" pe --kind alibi --positions 4 --dim 8 --heads 0
+expect_range "--threads: must be a positive integer, got '0'" -- "$POSLAB" bench -c ok.json --threads 0
+expect_range "--tokens: must be a positive integer, got '0'" -- "$POSLAB" sample --run run --prompt ab --tokens 0
+expect_range "--temperature: must be a number >= 0" -- "$POSLAB" sample --run run --prompt ab --temperature -1
+expect_range "--batches: must be a positive integer, got '0'" -- "$POSLAB" eval --run run --lengths 8 --batches 0
+expect_range "--stride: must be a positive integer, got '0'" -- "$POSLAB" eval --run run --lengths 8 --stride 0
+expect_range "--tokens: must be a positive integer, got '0'" -- "$POSLAB" eval --run run --lengths 8 --tokens 0
+expect_range "--n: must be a positive integer, got '0'" -- "$POSLAB" data -c ok.json --n 0
+expect_range "--steps: must be a positive integer, got '0'" -- "$POSLAB" bench -c ok.json --steps 0
+expect_range "--batch: must be a positive integer, got '0'" -- "$POSLAB" fixture -c ok.json --out r6 --batch 0
+expect_fail 2 "--tag must not be empty" -- "$POSLAB" eval --run run --lengths 8 --tag ""
+check "nothing evaluated or written for refused eval flags" test ! -e run/eval.json -a ! -e r6
+# Other flags: checked before any work, named as typed, allowed values listed.
+expect_fail 2 "--kind: unknown encoding 'ropee' (allowed: none, index, binary" -- "$POSLAB" pe --kind ropee --positions 4 --dim 8
+expect_fail 2 "--plot /etc/passwd/x.png: /etc/passwd is a file, not a directory" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --plot /etc/passwd/x.png
+expect_fail 2 "--json nodir/bench.json: directory nodir does not exist" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 0 --json nodir/bench.json
+expect_fail 2 "--example 8: must be below --sequences (8)" -- "$POSLAB" attention --run run --lengths 8 --example 8 --no-plot
+expect_fail 2 "--example 3: must be below --sequences (2)" -- "$POSLAB" attention --run run --lengths 8 --example 3 --sequences 2 --no-plot
+check "nothing written by a refused attention" test ! -e run/attention.json
+# compare: every grid value is checked before the first cell trains; the grid's own key is named.
+printf '{"base": "ok.json", "grid": {"model.pos_encoding.kind": ["rope", "ropee"]}}\n' > badkind_exp.json
+expect_fail 2 "badkind_exp.json: cell kind=ropee: model.pos_encoding.kind: unknown encoding 'ropee' (allowed: none" -- "$POSLAB" compare -c badkind_exp.json --out r7
+printf '{"base": "ok.json", "grid": {"model.n_layr": [1, 2]}}\n' > badkey_exp.json
+expect_fail 2 "badkey_exp.json: grid.model.n_layr: unknown key 'model.n_layr'" -- "$POSLAB" compare -c badkey_exp.json --out r7
+check "the grid-key error does not blame --set" bash -c "! '$POSLAB' compare -c badkey_exp.json --out r7 2>&1 | grep -q -- '--set'"
+printf '{"base": "ok.json", "set": {"train.max_iterz": 5}, "grid": {"seed": [1]}}\n' > badset_exp.json
+expect_fail 2 "badset_exp.json: set.train.max_iterz: unknown key 'train.max_iterz'" -- "$POSLAB" compare -c badset_exp.json --out r7
+printf '{"base": "ok.json", "grid": {"model.n_head": [2, 3]}}\n' > badcell_exp.json
+expect_fail 2 "cell n_head=3: model.n_embd must be divisible by model.n_head" -- "$POSLAB" compare -c badcell_exp.json --out r7
+check "no cell trained for a refused grid" test ! -e r7
 
 finish

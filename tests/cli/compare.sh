@@ -5,17 +5,23 @@ source "$(dirname "$0")/lib.sh"
 ROOT=$(pwd)
 cd "$WORK"
 printf '{"data": {"task": "copy", "max_len": 4}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [4, 8], "batches": 1}}\n' > base.json
-printf '{"name": "tiny", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope", "learned"], "model.n_head": [2, 3]}}\n' > exp.json
+# A cell that fails when it runs (too large for this machine: its own `poslab train` refuses it) fails
+# alone: the others run, then compare exits 1 naming it.
+printf '{"name": "tiny", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope", "learned"], "model.n_embd": [16, 65536]}}\n' > exp.json
 
 "$POSLAB" compare -c exp.json --out out --no-plots > log1 2>&1
-check "compare exits 0 even with a failing cell (status $?)" test $? -eq 0
+status=$?
+check "compare exits 1 when a cell failed (status $status)" test $status -eq 1
+check "compare names the failed cells" grep -q "poslab: failed: 2 cell(s) failed (kind=rope_n_embd=65536, kind=learned_n_embd=65536)" log1
 check "results.json written" test -f out/results.json
 check "results.csv written" test -f out/results.csv
-check "the invalid cell is recorded as failed with its error" grep -q '"error": "model.n_embd must be divisible' out/results.json
-check "the valid cells ran" test -f out/cells/kind=rope_n_head=2/eval.json -a -f out/cells/kind=learned_n_head=2/eval.json
+check "the failed cell is recorded as failed with its error" grep -q '"error": "model too large for this machine' out/results.json
+check "the valid cells ran" test -f out/cells/kind=rope_n_embd=16/eval.json -a -f out/cells/kind=learned_n_embd=16/eval.json
+check "results.csv follows RFC 4180 and holds results.json's rows (docs/outputs.md fields)" \
+  /usr/bin/python3 "$CLI_DIR/py/check_results_csv.py" out "$CLI_DIR/../../docs/outputs.md"
 check "the table is printed" grep -q "exact match by eval length" log1
 check "attention statistics for every finished cell" \
-  test -s out/cells/kind=rope_n_head=2/attention.json -a -s out/cells/kind=learned_n_head=2/attention.json
+  test -s out/cells/kind=rope_n_embd=16/attention.json -a -s out/cells/kind=learned_n_embd=16/attention.json
 
 "$POSLAB" compare -c exp.json --out out --no-plots > log2 2>&1
 check "a re-run skips finished cells" test "$(grep -c 'finished earlier, skipped' log2)" -eq 2

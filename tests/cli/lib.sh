@@ -1,6 +1,7 @@
 # Shared helpers for the CLI tests: a temp dir, and an expectation on exit status + message.
 set -u
 POSLAB=$(realpath "${1:?usage: $0 PATH_TO_POSLAB}")
+CLI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # tests/cli, for the Python checkers in py/
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export OMP_WAIT_POLICY=PASSIVE

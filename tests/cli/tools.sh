@@ -4,14 +4,37 @@ source "$(dirname "$0")/lib.sh"
 cd "$WORK"
 
 out=$("$POSLAB" pe --kind sinusoidal --positions 10 --dim 8 --scale 1 --format csv)
-check "pe sinusoidal csv: header + 10 rows of 8" test "$(printf '%s\n' "$out" | grep -vc '^#')" -eq 11
-check "pe sinusoidal row 0 is sin 0, cos 0 ..." bash -c "printf '%s\n' \"$out\" | sed -n 4p | grep -q '^0,1,0,1,0,1,0,1$'"
+check "pe sinusoidal csv: header + 10 x 8 table values + scale" test "$(printf '%s\n' "$out" | grep -c .)" -eq 82
+check "pe sinusoidal row 0 is sin 0, cos 0 ..." bash -c 'printf "%s\n" "$1" | tr -d "\r" | grep "^\"table\",0," | cut -d, -f5 | tr "\n" " " | grep -qx "0 1 0 1 0 1 0 1 "' _ "$out"
 out=$("$POSLAB" pe --kind alibi --positions 4 --dim 8 --heads 8 --format json)
 check "pe alibi json has the 8-head slopes 1/2 .. 1/256" bash -c "printf '%s' '$out' | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); s=d[\"slopes\"]; assert abs(s[0]-0.5)<1e-7 and abs(s[7]-1/256)<1e-9 and len(d[\"bias\"])==8 and d[\"bias\"][0][3][0]==-1.5'"
 out=$("$POSLAB" pe --kind rope --positions 5 --dim 8 --format json)
 check "pe rope json: angles (5, 4), angle[2][0] = 2" bash -c "printf '%s' '$out' | /usr/bin/python3 -c 'import json,sys; a=json.load(sys.stdin)[\"angles\"]; assert len(a)==5 and len(a[0])==4 and a[2][0]==2.0'"
 out=$("$POSLAB" pe --kind learned --positions 4 --dim 8 --format csv)
-check "pe learned prints its (untrained) table" test "$(printf '%s\n' "$out" | grep -vc '^#')" -eq 5
+check "pe learned prints its (untrained) table" test "$(printf '%s\n' "$out" | grep -c '^"table",')" -eq 32
+# Every kind and option in CSV and JSON: the CSV parses (RFC 4180) and holds exactly the JSON's values.
+while read -r args; do
+  "$POSLAB" pe $args --format csv > pe.csv 2> pe.err && "$POSLAB" pe $args --format json > pe.json 2>> pe.err
+  check "pe $args: csv and json agree ($(tail -1 pe.err))" /usr/bin/python3 "$CLI_DIR/py/check_pe_csv.py" pe.csv pe.json
+done <<'EOF'
+--kind sinusoidal --positions 6 --dim 8
+--kind index --positions 5 --dim 4
+--kind binary --positions 5 --dim 8 --bits 4
+--kind rope --positions 6 --dim 8
+--kind rope --dim 16 --positions 4 --rope-scaling yarn --factor 4 --original-length 64
+--kind rope --dim 16 --positions 4 --rope-scaling linear --factor 2
+--kind xpos --positions 5 --dim 8
+--kind xpos --positions 5 --dim 8 --rope-scaling ntk --factor 2
+--kind alibi --positions 4 --dim 8 --heads 3
+--kind t5 --positions 6 --dim 8 --heads 2
+--kind kerple_log --positions 4 --dim 8 --heads 2
+--kind fire --positions 4 --dim 8 --heads 2
+--kind cope --positions 4 --dim 8
+--kind rope --positions 6 --dim 8 --randomize 32 --seed 3
+EOF
+out=$("$POSLAB" pe --kind rope --dim 16 --positions 4 --rope-scaling yarn --factor 4 --original-length 64 --format csv)
+check "pe --rope-scaling yarn csv prints inv_freq and attention_factor" \
+  bash -c "printf '%s' \"\$1\" | grep -q '^\"inv_freq\",7,,,' && printf '%s' \"\$1\" | grep -q '^\"attention_factor\",,,,1\.1386'" _ "$out"
 
 printf '{"data": {"task": "sort", "max_len": 6}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 5, "precision": "fp32", "threads": 1}}\n' > sort.json
 out=$("$POSLAB" data -c sort.json --n 4)

@@ -37,5 +37,8 @@ check "malformed input: exit 2, one line naming the file" test $? -eq 2 -a "$(pr
 check "malformed input names the file" grep -q "bad.json" <<<"$err"
 check "nothing drawn for malformed input" test ! -e "$WORK/bad.png"
 
+check "report sentences: cells of an eval grid, column names, experiment file, ranking note" \
+  "$PY" "$ROOT/tests/plots/report_text_check.py" "$ROOT/scripts"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

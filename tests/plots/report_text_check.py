@@ -1,0 +1,30 @@
+"""The report's sentences on hand-made results: an eval grid says how many models trained and how
+many results they gave, the first column is named after what the rows compare, the experiment file
+is called what it is, and the ranking's fallback note is a whole sentence.
+usage: report_text_check.py SCRIPTS_DIR"""
+import sys
+
+sys.path.insert(0, sys.argv[1])
+from plots import report_text  # noqa: E402
+
+cells = [{"name": "kind=rope@%s" % v, "dir": "cells/kind=rope", "group": v, "status": "done"} for v in ("none", "yarn", "ntk")]
+cells += [{"name": "kind=rope_seed=2@%s" % v, "dir": "cells/kind=rope_seed=2", "group": v, "status": "done"}
+          for v in ("none", "yarn", "ntk")]
+res = {"experiment": "rope-scaling", "config": "configs/experiments/rope-scaling.json", "grid": {"seed": [1, 2]},
+       "group_keys": ["eval"], "eval_grid": {"none": [], "yarn": [], "ntk": []}, "lengths": [64, 128],
+       "length_unit": "tokens", "train_length": 64, "metric": "loss", "seeds": 2, "cells": cells, "rows": [],
+       "ranking": {"metric": "exact_match", "scenarios": 1, "lengths": [128], "items": [],
+                   "fallback": "exact match is 0.000 for every configuration past the training length, so the "
+                               "ranking is by loss"}}
+text = report_text.describe(res, ["none", "yarn", "ntk"])
+assert "2 trained models, each evaluated 3 ways: 6 cells" in text, text
+assert "Experiment `configs/experiments/rope-scaling.json`" in text and "Base config" not in text, text
+assert report_text.group_label(res) == "evaluation"
+tables = report_text.build_tables(res, ["none", "yarn", "ntk"], {})
+assert tables["summary"][0][0] == "evaluation" and tables["full"][0][0] == "evaluation", tables["summary"][0]
+res["group_keys"] = ["model.pos_encoding.kind"]
+assert report_text.group_label(res) == "encoding"
+note = report_text.ranking_txt(res)
+assert note.endswith(" (Exact match is 0.000 for every configuration past the training length, so the ranking is "
+                     "by loss.)"), note
+print("ok: report sentences")
