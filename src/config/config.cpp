@@ -352,6 +352,10 @@ Config config_from_json(const json& j) {
   e.batch_size = get<int>(full, "eval.batch_size");
   e.stride = get<int>(full, "eval.stride");
   e.tokens = get<int>(full, "eval.tokens");
+  e.key_short = get<int>(full, "eval.key_short");
+  e.key_margin = get<double>(full, "eval.key_margin");
+  require(e.key_short >= -1, "eval.key_short", "-1 (off), 0 (a quarter of the training length) or a positive number of tokens", e.key_short);
+  require(e.key_margin >= 0, "eval.key_margin", ">= 0 nats", e.key_margin);
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
@@ -394,7 +398,7 @@ json config_to_json(const Config& c) {
         {"dist_bucket_mb", c.train.dist_bucket_mb}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},
-        {"stride", c.eval.stride}, {"tokens", c.eval.tokens},
+        {"stride", c.eval.stride}, {"tokens", c.eval.tokens}, {"key_short", c.eval.key_short}, {"key_margin", c.eval.key_margin},
         {"rope_scaling", rope_scaling_to_json(c.eval.rope_scaling)}}},
   };
 }

@@ -123,6 +123,11 @@ struct EvalConfig {
   // Text: how many validation targets are scored, the same ones at every length and in both
   // protocols (the last `tokens` of the split); 0 = every target of the split.
   int tokens = 0;
+  // Text: key-token loss (eval/key_tokens.h): targets whose loss falls by more than key_margin nats
+  // with the whole window instead of its last key_short tokens. key_short 0 = a quarter of the training
+  // length; -1 turns it off.
+  int key_short = 0;
+  double key_margin = 1.0;
 };
 
 struct Config {

@@ -16,18 +16,10 @@
 #include "train/memory_estimate.h"
 #include "util/files.h"
 #include "util/stage.h"
+#include "eval/key_tokens.h"
 
 namespace poslab {
 using nlohmann::json;
-
-namespace {
-
-// Per-token scores of rows of windows: the loss of each target and whether it is the argmax, on the
-// CPU. Targets < 0 score 0 and miss. Rows go through the model in sub-batches that fit `budget`.
-struct Scores {
-  torch::Tensor nll;  // (B, T) double
-  torch::Tensor hit;  // (B, T) bool
-};
 
 constexpr int64_t kTokensPerPass = 8192;
 
@@ -59,6 +51,26 @@ Scores score_rows(GPT& model, const torch::Tensor& x_all, const torch::Tensor& y
   }
   return {torch::cat(nlls, 0), torch::cat(hits, 0)};
 }
+
+std::vector<double> target_losses(GPT& model, const torch::Tensor& tokens, int64_t first, int64_t last, int64_t window,
+                                  int64_t step, const Runtime& rt, int64_t budget, int batch_size) {
+  std::vector<double> out(static_cast<size_t>(last + 1), NAN);
+  const auto plan = plan_text_windows(first, last, window, step);
+  for (size_t b0 = 0; b0 < plan.size(); b0 += static_cast<size_t>(batch_size)) {
+    const size_t b1 = std::min(plan.size(), b0 + static_cast<size_t>(batch_size));
+    std::vector<int64_t> starts;
+    for (size_t i = b0; i < b1; ++i) starts.push_back(plan[i].start);
+    auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(window + 1, torch::kLong);  // (b, W+1)
+    auto w = tokens.index({idx});
+    const Scores s = score_rows(model, w.slice(1, 0, window).contiguous(), w.slice(1, 1, window + 1).contiguous(), rt, budget);
+    auto nll = s.nll.accessor<double, 2>();
+    for (size_t i = b0; i < b1; ++i)
+      for (int64_t t = plan[i].lo; t < plan[i].hi; ++t) out[static_cast<size_t>(plan[i].start + t + 1)] = nll[static_cast<int64_t>(i - b0)][t];
+  }
+  return out;
+}
+
+namespace {
 
 struct Accumulator {
   double loss_sum = 0;
@@ -136,7 +148,8 @@ namespace {
 // "sliding" moves by `stride` and scores only each window's last `stride` targets, so every target
 // but those at the split's start sees at least L - stride tokens before it. A window both protocols
 // need is run once.
-json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOptions& o, const Runtime& rt) {
+json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOptions& o, const Runtime& rt,
+                      const std::vector<double>& short_nll, const KeyTokenOptions& key) {
   const auto& val = corpus.tokens(Split::Val);
   const int64_t N = val.size(0);
   if (N < L + 1)
@@ -156,6 +169,7 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
     }
   std::vector<std::pair<int64_t, std::array<std::pair<int64_t, int64_t>, 2>>> all(by_start.begin(), by_start.end());
   Accumulator acc[2];
+  std::vector<double> full_nll(static_cast<size_t>(N), NAN);  // windows protocol, per target
   for (size_t b0 = 0; b0 < all.size(); b0 += o.batch_size) {
     const size_t b1 = std::min(all.size(), b0 + o.batch_size);
     std::vector<int64_t> starts;
@@ -172,6 +186,11 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
       }
       acc[p].add(scores, mask);
     }
+    auto nll = scores.nll.accessor<double, 2>();
+    for (size_t i = b0; i < b1; ++i) {
+      const auto [lo, hi] = all[i].second[0];
+      for (int64_t t = lo; t < hi; ++t) full_nll[static_cast<size_t>(all[i].first + t + 1)] = nll[static_cast<int64_t>(i - b0)][t];
+    }
   }
   json r = acc[0].result(false);
   r["protocol"] = "windows";
@@ -182,6 +201,7 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
                   {"token_acc", sliding["token_acc"]},
                   {"scored_tokens", sliding["scored_tokens"]}};
   r["first_target"] = first + 1;  // the scored targets: tokens first_target .. N-1 of the validation split
+  if (!short_nll.empty()) r["key_tokens"] = key_token_stats(full_nll, short_nll, key);
   return r;
 }
 
@@ -217,6 +237,18 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
     if (rt.device.is_cpu()) check_evaluation_fits(c, corpus.tokens_at(length));  // every length, before any work
   }
+  // Key-token loss (after LongPPL): every target's loss with a short context, once for all lengths.
+  std::vector<double> short_nll;
+  const KeyTokenOptions key = key_token_options(c, corpus);
+  if (!corpus.is_task() && key.short_context > 0) {
+    Stage stage("key-token loss: the short-context pass");
+    const auto& val = static_cast<const TextCorpus&>(corpus).tokens(Split::Val);
+    const int64_t N = val.size(0);
+    const int64_t targets = o.tokens > 0 ? std::min<int64_t>(o.tokens, N - 1) : N - 1;
+    if (N > key.short_context)
+      short_nll = target_losses(model, val, N - 1 - targets, N - 1, key.short_context, std::max<int64_t>(1, key.short_context / 2),
+                                rt, o.memory_budget_bytes, o.batch_size);
+  }
   json results = json::array();
   for (int length : o.lengths) {
     const int64_t tokens = corpus.tokens_at(length);
@@ -225,7 +257,7 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
     try {
       model->pos->check_length(tokens);
       if (corpus.is_task()) r = eval_task_length(model, static_cast<const TaskCorpus&>(corpus), c, length, o, rt);
-      else r = eval_text_length(model, static_cast<const TextCorpus&>(corpus), length, o, rt);
+      else r = eval_text_length(model, static_cast<const TextCorpus&>(corpus), length, o, rt, short_nll, key);
     } catch (const PositionLimitError& e) {
       r = not_applicable(length, tokens, e.what());
     }

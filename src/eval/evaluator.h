@@ -41,6 +41,18 @@ struct TextWindow {
 // the stride); a window that would start before token 0 starts there and scores every target left.
 std::vector<TextWindow> plan_text_windows(int64_t first, int64_t last, int64_t length, int64_t step);
 
+// Per-token scores of rows of windows: the loss of each target and whether it is the argmax, on the
+// CPU. Targets < 0 score 0 and miss. Rows go through the model in sub-batches that fit `budget`.
+struct Scores {
+  torch::Tensor nll;  // (B, T) double
+  torch::Tensor hit;  // (B, T) bool
+};
+Scores score_rows(GPT& model, const torch::Tensor& x, const torch::Tensor& y, const Runtime& runtime, int64_t budget);
+// The loss of every target first < t <= last of `tokens` (N,) scored by windows of `window` tokens moving by
+// `step` (plan_text_windows); out[t] for those t, NaN elsewhere (size last + 1).
+std::vector<double> target_losses(GPT& model, const torch::Tensor& tokens, int64_t first, int64_t last, int64_t window,
+                                  int64_t step, const Runtime& runtime, int64_t budget, int batch_size);
+
 // The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.
 std::vector<int> default_eval_lengths(const Config& config);
 // Evaluates a model on a corpus; returns {"results": [...]} (see docs/eval.md for the fields).

@@ -81,7 +81,10 @@ inline const std::vector<std::string> kResultsCsvFields = {
     "n",              "status",         "loss_mean",        "loss_std",        "loss_ci95",
     "ppl_mean",       "ppl_std",        "ppl_ci95",         "token_acc_mean",  "token_acc_std",
     "token_acc_ci95", "exact_match_mean", "exact_match_std", "exact_match_ci95", "best",
-    "params",         "tokens_per_s_mean", "wall_s_mean"};
+    "params",         "tokens_per_s_mean", "wall_s_mean",
+    // Retrieval probes beside loss (null where the experiment runs none): see add_probe_results.
+    "passkey_exact_mean", "passkey_exact_ci95", "passkey_exact_low", "passkey_exact_high", "passkey_effective_length_mean",
+    "mqar_exact_mean",    "mqar_exact_ci95",    "mqar_exact_low",    "mqar_exact_high",    "mqar_effective_length_mean"};
 std::string results_csv(const nlohmann::json& results);
 // Folds each cell's probe-<task>.json into results: results["probes"], the probe columns of the rows,
 // a ranking by retrieval, and what_this_shows's sentences on where loss and retrieval disagree.

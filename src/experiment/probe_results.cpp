@@ -38,6 +38,11 @@ std::string fmt(double v, const char* f = "%.2f") {
 }  // namespace
 
 void add_probe_results(json& results, const Experiment& e, const std::string& out) {
+  // Every row carries every probe column (null without that probe), so results.csv has one header for all.
+  for (auto& row : results["rows"])
+    for (const char* task : {"passkey", "mqar"})
+      for (const char* k : {"_exact_mean", "_exact_ci95", "_exact_low", "_exact_high", "_effective_length_mean"})
+        row[std::string(task) + k] = nullptr;
   if (e.probes.empty()) return;
   const std::string item_key = experiment_item_key(e);
   json probes = json::object();
