@@ -91,6 +91,7 @@ int main(int argc, char** argv) {
   poslab::cli::add_sample(app);
   poslab::cli::add_bench(app);
   poslab::cli::add_fixture(app);
+  poslab::cli::add_tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

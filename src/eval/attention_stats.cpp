@@ -65,11 +65,11 @@ torch::Tensor validation_inputs(const Corpus& corpus, const Config& c, int lengt
     Rng rng(static_cast<uint64_t>(c.seed) * 1000003ULL + static_cast<uint64_t>(length));
     return static_cast<const TaskCorpus&>(corpus).batch_at_length(length, count, rng).x;
   }
-  const auto& val = static_cast<const TextCorpus&>(corpus).tokens(Split::Val);
-  std::vector<torch::Tensor> windows;
-  for (int64_t s = 0; s + length + 1 <= val.size(0) && static_cast<int>(windows.size()) < count; s += length)
-    windows.push_back(val.slice(0, s, s + length));
-  return windows.empty() ? torch::Tensor() : torch::stack(windows);
+  const auto& text = static_cast<const TextCorpus&>(corpus);
+  std::vector<int64_t> starts;
+  for (int64_t s = 0; s + length + 1 <= text.split_tokens(Split::Val) && static_cast<int>(starts.size()) < count; s += length)
+    starts.push_back(s);
+  return starts.empty() ? torch::Tensor() : text.windows(Split::Val, starts, length);
 }
 
 json stats_at_length(GPT& model, const Corpus& corpus, const Config& c, int length, const AttentionOptions& o,

@@ -92,8 +92,7 @@ json eval_task_length(GPT& model, const TaskCorpus& corpus, const Config& c, int
 }
 
 json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOptions& o, const Runtime& rt) {
-  const auto& val = corpus.tokens(Split::Val);
-  const int64_t N = val.size(0);
+  const int64_t N = corpus.split_tokens(Split::Val);
   const int64_t max_windows = static_cast<int64_t>(o.batches) * o.batch_size;
   auto windows_at = [&](int64_t stride) {  // starts of windows of L+1 tokens
     std::vector<int64_t> starts;
@@ -104,8 +103,7 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
     Accumulator acc;
     for (size_t b0 = 0; b0 < starts.size(); b0 += o.batch_size) {
       std::vector<int64_t> chunk(starts.begin() + b0, starts.begin() + std::min(starts.size(), b0 + o.batch_size));
-      auto idx = torch::tensor(chunk, torch::kLong).unsqueeze(1) + torch::arange(L + 1, torch::kLong);  // (b, L+1)
-      auto w = val.index({idx});
+      auto w = corpus.windows(Split::Val, chunk, L + 1);  // (b, L+1)
       Batch batch{w.slice(1, 0, L).contiguous(), w.slice(1, 1, L + 1).contiguous()};
       // The first sliding window scores everything; later ones only their last `tail` tokens.
       if (b0 == 0 && tail < L) {
