@@ -138,6 +138,16 @@ void TokenFile::read(int64_t start, int64_t n, int64_t* out, int64_t vocab_size)
     out[i] = at(start + i);
     if (out[i] > top) top = out[i], top_at = start + i;
   }
+  // Unmap what was read (the pages stay in the page cache): a mapped page counts in this process's
+  // resident memory until unmapped, and over a long run random windows would map the whole file.
+  // The kernel maps up to 64 KiB around each fault, so the range is widened to that alignment.
+  constexpr uintptr_t kAround = 64 * 1024;
+  const auto lo = reinterpret_cast<uintptr_t>(map_), hi = lo + map_bytes_;
+  const uintptr_t first = reinterpret_cast<uintptr_t>(map_ + layout_.header_bytes + start * layout_.token_bytes);
+  const uintptr_t last = first + static_cast<uintptr_t>(n * layout_.token_bytes);
+  const uintptr_t from = std::max(lo, first & ~(kAround - 1));
+  const uintptr_t to = std::min(hi, (last + kAround - 1) & ~(kAround - 1));
+  if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
   if (vocab_size > 0 && top >= vocab_size) throw ConfigError(offset_message(top_at, top, vocab_size));
 }
 
