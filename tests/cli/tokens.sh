@@ -116,4 +116,14 @@ print('nanoGPT directory', a, 'characters', b)
 assert abs(a - b) < 0.1, (a, b)"
 out=$("$POSLAB" sample --run runs/nano --prompt "The " --tokens 10 --seed 1 2>/dev/null)
 check "sample on a meta.pkl run decodes characters" bash -c '[[ "$1" == "The "* ]] && [ ${#1} -ge 14 ]' _ "$out"
+
+# 5. Token files with no sidecar: data.vocab_size gives the vocabulary; sample takes and prints ids.
+mkdir -p ids && cp shakespeare_char/train.bin shakespeare_char/val.bin ids/
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=ids --set data.vocab_size=100 "${SMALL[@]}" \
+  --set train.max_iters=4 --out runs/ids > ids.log 2>&1
+check "a run without meta trains with data.vocab_size" /usr/bin/python3 -c "
+import json; assert json.load(open('runs/ids/vocab.json')) == {'vocab_size': 100}"
+out=$("$POSLAB" sample --run runs/ids --prompt "1 2 3" --tokens 5 --seed 1 2>/dev/null)
+check "sample on an ids-only run takes and prints ids" bash -c '[[ "$1" =~ ^"1 2 3"( [0-9]+){5}$ ]]' _ "$out"
+expect_fail 2 "--prompt: 'abc' is not a token id below 100" -- "$POSLAB" sample --run runs/ids --prompt "abc"
 finish
