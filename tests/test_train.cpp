@@ -322,8 +322,11 @@ TEST(Checkpoint, FuzzRegressionDamagedArchiveIsRefusedBeforeLibTorch) {
   // One flipped byte anywhere in a good checkpoint is caught by the checksum.
   const auto path = RunPaths{dir.sub("run")}.checkpoint();
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
-  f.put('\x5a');
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(path) / 2);
+  f.seekg(middle);
+  const char was = static_cast<char>(f.get());
+  f.seekp(middle);
+  f.put(static_cast<char>(was ^ 0x5a));  // always a change (writing a fixed byte missed when it was there already)
   f.close();
   try {
     load_checkpoint(path, model, nullptr);

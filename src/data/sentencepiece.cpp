@@ -162,14 +162,20 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
   else key << "train|" << sp_vocab_size << '|' << sp_model_type;
   const std::string dir = cache_root + "/" + fs::path(text_path).stem().string() + "-" + fnv_hex(key.str());
   if (file_exists(dir + "/meta.json")) return dir;  // written last: its presence means complete
-  fs::create_directories(cache_root);
+  const bool created = fs::create_directories(cache_root);
   spdlog::info("tokenizing {} with SentencePiece (cached in {})", text_path, dir);
   std::vector<std::string> args{"tokenize", "--input", text_path, "--out", dir, "--val-fraction",
-                                std::to_string(val_fraction)};
+                                std::to_string(val_fraction), "--from-config"};
   if (!model_path.empty()) args.insert(args.end(), {"--tokenizer", model_path});
   else args.insert(args.end(), {"--vocab-size", std::to_string(sp_vocab_size), "--model-type", sp_model_type});
   // Two runs of a grid may tokenize at once: each writes its own directory and the rename is atomic.
-  run_tokenize_tool(args, "", nullptr);
+  try {
+    run_tokenize_tool(args, "", nullptr);
+  } catch (...) {
+    std::error_code ec;
+    if (created) fs::remove(cache_root, ec);  // refused input leaves nothing behind (only if still empty)
+    throw;
+  }
   return dir;
 }
 

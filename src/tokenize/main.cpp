@@ -188,6 +188,7 @@ struct TokenizeOptions {
   std::string out, tokenizer, model_type = "bpe";
   int vocab_size = 0;
   double val_fraction = 0.1;
+  bool from_config = false;  // poslab tokenizing a text config: errors name its keys, not these flags
 };
 
 void tokenize(const TokenizeOptions& o) {
@@ -201,9 +202,10 @@ void tokenize(const TokenizeOptions& o) {
   if (fs::exists(o.out) && !(fs::is_directory(o.out) && fs::is_empty(o.out)))
     throw InputError("--out " + o.out + ": already exists and is not an empty directory");
   int64_t total = 0;
+  const std::string input_name = o.from_config ? "data.path " : "--input ";
   for (const auto& p : o.inputs) {
-    if (!fs::is_regular_file(p)) throw InputError("--input " + p + ": no such file");
-    poslab::tok::check_utf8_file(p, "--input " + p);
+    if (!fs::is_regular_file(p)) throw InputError(input_name + p + ": no such file");
+    poslab::tok::check_utf8_file(p, input_name + p);
     total += static_cast<int64_t>(fs::file_size(p));
   }
   std::vector<Segment> train, val;
@@ -214,7 +216,7 @@ void tokenize(const TokenizeOptions& o) {
   sentencepiece::SentencePieceProcessor sp;
   std::string model_bytes;
   if (!o.tokenizer.empty()) {
-    load_model(sp, o.tokenizer, "--tokenizer");
+    load_model(sp, o.tokenizer, o.from_config ? "data.tokenizer.model" : "--tokenizer");
     model_bytes = sp.serialized_model_proto();
   } else {
     // Identity normalisation, no dummy prefix and byte fallback: every UTF-8 text round-trips.
@@ -229,7 +231,9 @@ void tokenize(const TokenizeOptions& o) {
     if (total >= (16 << 20)) std::fprintf(stderr, "poslab tokenize: training a %s model of %d pieces\n", o.model_type.c_str(), o.vocab_size);
     LineIterator lines(train);
     const auto st = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model_bytes);
-    if (!st.ok()) throw InputError("tokenize: SentencePiece could not train on --input (" + std::string(st.message()) + ")");
+    if (!st.ok())
+      throw InputError((o.from_config ? "data.tokenizer.sentencepiece.vocab_size " : "--vocab-size ") +
+                       std::to_string(o.vocab_size) + ": SentencePiece could not train on the text (" + std::string(st.message()) + ")");
     const auto lst = sp.LoadFromSerializedProto(model_bytes);
     if (!lst.ok()) throw std::runtime_error("sentencepiece: " + lst.ToString());
   }
@@ -318,6 +322,7 @@ int main(int argc, char** argv) {
   tok->add_option("--model-type", t.model_type, "bpe or unigram")->check(CLI::IsMember({"bpe", "unigram"}));
   tok->add_option("--tokenizer", t.tokenizer, "Apply this SentencePiece .model instead of training one");
   tok->add_option("--val-fraction", t.val_fraction, "Tail fraction of the text held out for validation");
+  tok->add_flag("--from-config", t.from_config, "Errors name poslab's config keys (poslab itself passes this)")->group("");
   std::string model, source = "stdin";
   auto* enc = app.add_subcommand("encode", "Text on stdin -> ids on stdout");
   enc->add_option("--model", model, "SentencePiece .model")->required();

@@ -178,8 +178,10 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   expect_fail 2 "--input latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" tokenize --input latin.txt --out t1 --vocab-size 300
   expect_fail 2 "--input nope.txt: no such file" -- "$POSLAB" tokenize --input nope.txt --out t1 --vocab-size 300
   expect_fail 2 "give --vocab-size N (train a model) or --tokenizer M.model (use one)" -- "$POSLAB" tokenize --input fox.txt --out t1
+  expect_fail 2 "data.path $WORK/latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/latin.txt --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
+  expect_fail 2 "data.tokenizer.sentencepiece.vocab_size 260: SentencePiece could not train on the text" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/fox.txt --set data.tokenizer.sentencepiece.vocab_size=260 --out r6
   expect_fail 2 "data.tokenizer applies to data.kind text" -- "$POSLAB" train -c ok.json --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
-  check "no output or run left behind by a refused tokenizer" bash -c '! ls -d t1* r6 2>/dev/null'
+  check "no output, run or cache left behind by a refused tokenizer" bash -c '! ls -d t1* r6 .poslab-cache 2>/dev/null'
 fi
 
 finish

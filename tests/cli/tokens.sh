@@ -76,6 +76,15 @@ check "its vocab.json names the model and 400 pieces" \
 check "the tokenized text is cached beside the run" bash -c 'ls runs/.poslab-cache/*/train.bin >/dev/null'
 check "eval.json parses and scores both lengths" /usr/bin/python3 -c "
 import json; e = json.load(open('runs/bpe/eval.json')); assert [r['status'] for r in e['results']] == ['ok', 'ok'], e"
+# Exact resume: stopped at step 10 and resumed (tokenizing again with the run's own model copy), the
+# metrics equal the straight run's.
+"$POSLAB" train -c bpe.json --out runs/bpe-split --stop-at 10 > split.log 2>&1
+"$POSLAB" train --resume runs/bpe-split >> split.log 2>&1
+check "a sentencepiece run stopped and resumed logs the straight run's losses" /usr/bin/python3 -c "
+import json
+rows = lambda d: [{k: r[k] for k in ('step', 'train_loss', 'val_loss') if k in r} for r in map(json.loads, open(d + '/metrics.jsonl'))]
+a, b = rows('runs/bpe'), rows('runs/bpe-split')
+assert a == b, (a, b)"
 out=$("$POSLAB" sample --run runs/bpe --prompt "Permission is " --tokens 30 --seed 3 2>/dev/null)
 check "sample encodes the prompt and decodes pieces into text" bash -c '[[ "$1" == "Permission is "* ]] && [ ${#1} -gt 20 ]' _ "$out"
 
