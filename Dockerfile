@@ -18,6 +18,7 @@ WORKDIR /poslab
 COPY . .
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build nlohmann-json3-dev libspdlog-dev libgtest-dev libcli11-dev \
+      libsentencepiece-dev pkg-config \
     && rm -rf /var/lib/apt/lists/*
 RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')" \

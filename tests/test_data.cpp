@@ -140,8 +140,8 @@ TEST(TextCorpus, SplitsNinetyTenAndRefusesShortFiles) {
   d.kind = "text";
   d.path = dir.file("t.txt", text);
   TextCorpus corpus(d, 16);
-  EXPECT_EQ(corpus.tokens(Split::Val).size(0), static_cast<int64_t>(text.size() * 0.1));
-  EXPECT_EQ(corpus.tokens(Split::Train).size(0) + corpus.tokens(Split::Val).size(0), static_cast<int64_t>(text.size()));
+  EXPECT_EQ(corpus.split_tokens(Split::Val), static_cast<int64_t>(text.size() * 0.1));
+  EXPECT_EQ(corpus.split_tokens(Split::Train) + corpus.split_tokens(Split::Val), static_cast<int64_t>(text.size()));
   Rng rng(1);
   auto b = corpus.batch(Split::Train, 4, rng);
   EXPECT_TRUE(torch::equal(b.x.slice(1, 1), b.y.slice(1, 0, 15)));  // y is x shifted by one

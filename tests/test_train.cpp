@@ -168,6 +168,33 @@ TEST(Resume, StopAndResumeWithBatchShardsGivesIdenticalLosses) {
     if (a[i].contains("train_loss")) EXPECT_EQ(a[i]["train_loss"].get<double>(), b[i]["train_loss"].get<double>());
 }
 
+// Token files (nanoGPT's raw uint16): the licences text's bytes as ids, vocabulary 256.
+static Config tiny_tokens(const TempDir& dir) {
+  std::ifstream in(std::string(POSLAB_SOURCE_DIR) + "/data/text/licenses.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t cut = text.size() * 9 / 10;
+  auto write = [&](const std::string& name, size_t from, size_t to) {
+    std::ofstream f(dir.sub(name), std::ios::binary);
+    for (size_t i = from; i < to; ++i) f.put(text[i]).put('\0');  // little-endian uint16
+  };
+  write("train.bin", 0, cut);
+  write("val.bin", cut, text.size());
+  Config c = tiny_copy("rope");
+  c.data.kind = "tokens";
+  c.data.dir = dir.path.string();
+  c.data.vocab_size = 256;
+  c.model.dropout = 0.1;
+  return c;
+}
+
+TEST(Resume, StopAndResumeOnTokenFilesGivesIdenticalLosses) {
+  TempDir data;
+  Config c = tiny_tokens(data);
+  c.train.max_iters = 30;
+  c.train.eval_interval = 10;
+  expect_exact_resume(c, /*stop_at=*/15);
+}
+
 TEST(Resume, CopiedRunDirectoryResumesToTheSameLosses) {
   TempDir dir;
   Config c = tiny_copy("alibi");
@@ -295,8 +322,11 @@ TEST(Checkpoint, FuzzRegressionDamagedArchiveIsRefusedBeforeLibTorch) {
   // One flipped byte anywhere in a good checkpoint is caught by the checksum.
   const auto path = RunPaths{dir.sub("run")}.checkpoint();
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(path) / 2));
-  f.put('\x5a');
+  const auto middle = static_cast<std::streamoff>(std::filesystem::file_size(path) / 2);
+  f.seekg(middle);
+  const char was = static_cast<char>(f.get());
+  f.seekp(middle);
+  f.put(static_cast<char>(was ^ 0x5a));  // always a change (writing a fixed byte missed when it was there already)
   f.close();
   try {
     load_checkpoint(path, model, nullptr);

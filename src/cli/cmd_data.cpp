@@ -25,7 +25,10 @@ void add_data(CLI::App& app) {
     Rng rng(static_cast<uint64_t>(c.seed) ^ (o->split == "val" ? 0x5EEDFACEULL : 0));
     auto batch = corpus->batch(o->split == "val" ? Split::Val : Split::Train, o->n, rng);
     const auto& tok = corpus->tokenizer();
-    std::cout << "# " << (corpus->is_task() ? "task " + c.data.task : "text " + c.data.path) << ", vocabulary "
+    const std::string source = c.data.kind == "task"     ? "task " + c.data.task
+                               : c.data.kind == "tokens" ? "tokens " + (c.data.dir.empty() ? c.data.train_path : c.data.dir)
+                                                         : "text " + c.data.path;
+    std::cout << "# " << source << ", vocabulary "
               << tok.size() << ", scored targets shown after '>>'\n";
     for (int64_t b = 0; b < batch.x.size(0); ++b) {
       auto x = batch.x[b], y = batch.y[b];

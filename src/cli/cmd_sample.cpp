@@ -19,7 +19,7 @@ void add_sample(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("sample", "Generate from a trained run");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
-  cmd->add_option("--prompt,-p", o->prompt, "Prompt text (characters must be in the run's vocabulary)")->required();
+  cmd->add_option("--prompt,-p", o->prompt, "Prompt text (characters must be in the run's vocabulary; ids \"12 7 301\" for token files without a tokenizer)")->required();
   cmd->add_option("--tokens,-n", o->tokens, "Tokens to generate (default 200)")->check(positive_integer());
   cmd->add_option("--temperature", o->temperature, "Sampling temperature, 0 = greedy (default 1)")
       ->check(number_at_least(0, false, "a number >= 0 (0 = greedy)"));
@@ -34,9 +34,14 @@ void add_sample(CLI::App& app) {
     if (ids.empty()) throw ConfigError("--prompt: must not be empty");
     std::cout << o->prompt << std::flush;
     GenerateOptions g{o->tokens, o->temperature, o->top_k, !o->no_cache};
+    // Characters print as they come; SentencePiece pieces are decoded together at the end (a piece
+    // alone may be half a character's bytes).
+    std::vector<int64_t> generated;
     generate(run.model, ids, g, [&](int64_t token, const torch::Tensor&) {
-      std::cout << run.tokenizer.decode({token}) << std::flush;
+      if (run.tokenizer.decodes_per_token()) std::cout << run.tokenizer.decode({token}) << std::flush;
+      else generated.push_back(token);
     });
+    if (!generated.empty()) std::cout << run.tokenizer.decode(generated);
     std::cout << "\n";
   });
 }

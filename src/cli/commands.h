@@ -15,6 +15,7 @@ void add_bench(CLI::App& app);
 void add_fixture(CLI::App& app);
 void add_attention(CLI::App& app);
 void add_probe(CLI::App& app);
+void add_tokenize(CLI::App& app);
 
 // Parses "32,64,128" into positive integers; throws ConfigError naming `option` otherwise.
 std::vector<int> parse_lengths(const std::string& text, const std::string& option);

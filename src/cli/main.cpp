@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   poslab::cli::add_sample(app);
   poslab::cli::add_bench(app);
   poslab::cli::add_fixture(app);
+  poslab::cli::add_tokenize(app);
   // The subcommand as typed: an unknown one is named (CLI11 would only say that one is required).
   std::string command;
   for (int i = 1; i < argc && command.empty(); ++i)

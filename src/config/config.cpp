@@ -122,11 +122,16 @@ static json load_layers(const std::string& path, std::set<std::string>& seen) {
     file.erase("extends");
   }
   // A data file named in a config is found relative to that config, wherever poslab runs from.
-  if (file.contains("data") && file["data"].is_object() && file["data"].contains("path") &&
-      file["data"]["path"].is_string() && !file["data"]["path"].get<std::string>().empty())
-    // Absolute, so the resolved config a run or an experiment cell saves (and reloads from
-    // another directory) still names the same file.
-    file["data"]["path"] = absolute_path(resolve_relative(path, file["data"]["path"].get<std::string>()));
+  // Absolute, so the resolved config a run or an experiment cell saves (and reloads from another
+  // directory) still names the same file.
+  auto resolve = [&](json& node, const char* key) {
+    if (node.is_object() && node.contains(key) && node[key].is_string() && !node[key].get<std::string>().empty())
+      node[key] = absolute_path(resolve_relative(path, node[key].get<std::string>()));
+  };
+  if (file.contains("data") && file["data"].is_object()) {
+    for (const char* key : {"path", "dir", "train_path", "val_path"}) resolve(file["data"], key);
+    if (file["data"].contains("tokenizer")) resolve(file["data"]["tokenizer"], "model");
+  }
   merge_config(merged, file, path);
   return merged;
 }
@@ -250,6 +255,36 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   return pe;
 }
 
+// data.tokenizer (text) and the token-file keys (tokens); each kind ignores the other's.
+static void token_data_from_json(const json& full, DataConfig& d) {
+  auto& t = d.tokenizer;
+  t.sp_vocab_size = get<int>(full, "data.tokenizer.sentencepiece.vocab_size");
+  t.sp_model_type = get<std::string>(full, "data.tokenizer.sentencepiece.model_type");
+  t.model = get<std::string>(full, "data.tokenizer.model");
+  one_of("data.tokenizer.sentencepiece.model_type", t.sp_model_type, {"bpe", "unigram"}, "SentencePiece model type");
+  require(t.sp_vocab_size == 0 || (t.sp_vocab_size >= 260 && t.sp_vocab_size <= 1000000),
+          "data.tokenizer.sentencepiece.vocab_size", "0 (off) or from 260 (256 bytes + 4 specials) to 1000000",
+          t.sp_vocab_size);
+  if (t.sp_vocab_size > 0 && !t.model.empty())
+    throw ConfigError("data.tokenizer: give sentencepiece.vocab_size (train a model) or model (use one), not both");
+  if (t.enabled() && d.kind != "text")
+    throw ConfigError("data.tokenizer applies to data.kind text (token files are tokenized already)");
+  d.dir = get<std::string>(full, "data.dir");
+  d.train_path = get<std::string>(full, "data.train_path");
+  d.val_path = get<std::string>(full, "data.val_path");
+  d.format = get<std::string>(full, "data.format");
+  d.dtype = get<std::string>(full, "data.dtype");
+  d.vocab_size = get<int>(full, "data.vocab_size");
+  one_of("data.format", d.format, {"auto", "nanogpt", "llmc"}, "token file format");
+  one_of("data.dtype", d.dtype, {"auto", "uint16", "uint32"}, "token dtype");
+  require(d.vocab_size >= 0, "data.vocab_size", ">= 0 (0 = from meta.json or meta.pkl)", d.vocab_size);
+  if (d.kind != "tokens") return;
+  if (!d.dir.empty() && (!d.train_path.empty() || !d.val_path.empty()))
+    throw ConfigError("data.dir: give data.dir (holding train.bin and val.bin) or data.train_path and data.val_path, not both");
+  if (d.dir.empty() && (d.train_path.empty() || d.val_path.empty()))
+    throw ConfigError("data.kind tokens needs data.dir (holding train.bin and val.bin) or both data.train_path and data.val_path");
+}
+
 Config config_from_json(const json& j) {
   json full = default_config_json();
   merge_config(full, j, "config");  // a run's config.json passes through the same checks
@@ -266,9 +301,10 @@ Config config_from_json(const json& j) {
   d.max_len = get<int>(full, "data.max_len");
   d.symbols = get<int>(full, "data.symbols");
   d.val_fraction = get<double>(full, "data.val_fraction");
-  one_of("data.kind", d.kind, {"task", "text"}, "data kind");
+  one_of("data.kind", d.kind, {"task", "text", "tokens"}, "data kind");
   one_of("data.task", d.task, kTasks, "task");
   if (d.kind == "text" && d.path.empty()) throw ConfigError("data.path must name a text file when data.kind is text");
+  token_data_from_json(full, d);
   require(d.min_len >= 1, "data.min_len", "at least 1", d.min_len);
   require(d.max_len >= d.min_len, "data.max_len", ">= data.min_len (" + std::to_string(d.min_len) + ")", d.max_len);
   require(d.symbols >= 2 && d.symbols <= 26, "data.symbols", "between 2 and 26", d.symbols);
@@ -286,6 +322,9 @@ Config config_from_json(const json& j) {
   one_of("data.probes.passkey.loss", pk.loss, {"all", "answer"}, "loss");
   if (pk.fraction > 0 && d.kind != "text")
     throw ConfigError("data.probes.passkey.fraction: passkey documents mix into text corpora; data.kind is " + d.kind);
+  if (pk.fraction > 0 && d.tokenizer.enabled())
+    throw ConfigError("data.probes.passkey.fraction: passkey documents mix into character-level text only, not with "
+                      "data.tokenizer (SentencePiece)");
 
   auto& m = c.model;
   m.n_layer = get<int>(full, "model.n_layer");
@@ -375,7 +414,12 @@ json config_to_json(const Config& c) {
         {"max_len", c.data.max_len}, {"symbols", c.data.symbols}, {"val_fraction", c.data.val_fraction},
         {"probes", {{"passkey", {{"fraction", c.data.probes.passkey.fraction}, {"digits", c.data.probes.passkey.digits},
                                  {"haystack", c.data.probes.passkey.haystack},
-                                 {"template", c.data.probes.passkey.template_name}, {"loss", c.data.probes.passkey.loss}}}}}}},
+                                 {"template", c.data.probes.passkey.template_name}, {"loss", c.data.probes.passkey.loss}}}}}},
+        {"tokenizer",
+         {{"sentencepiece", {{"vocab_size", c.data.tokenizer.sp_vocab_size}, {"model_type", c.data.tokenizer.sp_model_type}}},
+          {"model", c.data.tokenizer.model}}},
+        {"dir", c.data.dir}, {"train_path", c.data.train_path}, {"val_path", c.data.val_path},
+        {"format", c.data.format}, {"dtype", c.data.dtype}, {"vocab_size", c.data.vocab_size}}},
       {"model",
        {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
         {"block_size", c.model.block_size}, {"dropout", c.model.dropout}, {"bias", c.model.bias},

@@ -75,10 +75,30 @@ struct ProbesConfig {
   PasskeyMixConfig passkey;  // "data.probes.passkey": F is short for {"fraction": F}
 };
 
+// Text through a SentencePiece model (data/sentencepiece.h): trained on the text (vocab_size > 0) or
+// an existing model file; the text is tokenized once and cached beside the run.
+struct TextTokenizerConfig {
+  int sp_vocab_size = 0;           // sentencepiece.vocab_size: > 0 trains a model of this size
+  std::string sp_model_type = "bpe";  // sentencepiece.model_type: bpe|unigram
+  std::string model;               // an existing SentencePiece .model file
+  bool enabled() const { return sp_vocab_size > 0 || !model.empty(); }
+};
+
 struct DataConfig {
-  std::string kind = "task";  // task|text
+  std::string kind = "task";  // task|text|tokens
   std::string task = "copy";  // see data/README.md
   std::string path;           // text: any UTF-8 file
+  TextTokenizerConfig tokenizer;  // text: characters (default) or SentencePiece pieces
+  // tokens (data/token_file.h): dir holding train.bin and val.bin, or the two paths.
+  std::string dir;
+  std::string train_path;
+  std::string val_path;
+  std::string format = "auto";  // auto|nanogpt|llmc (auto: llm.c when its magic is there)
+  std::string dtype = "auto";   // auto|uint16|uint32 (auto: the llm.c header, meta.json, else uint16)
+  int vocab_size = 0;           // 0: from meta.json or meta.pkl beside the files
+  // Not a config key: where text tokenized with SentencePiece is cached (the run's parent
+  // directory/.poslab-cache for runs; empty: the system's temp directory).
+  std::string cache_dir;
   int min_len = 1;            // task: items per training example, inclusive range
   int max_len = 16;
   int symbols = 16;           // task: size of the item alphabet (copy, reverse, sort, recall keys)

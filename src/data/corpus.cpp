@@ -2,6 +2,7 @@
 #include "data/corpus.h"
 
 #include "data/tasks.h"
+#include "data/token_corpus.h"
 #include "util/files.h"
 
 namespace poslab {
@@ -60,7 +61,7 @@ TextCorpus::TextCorpus(const DataConfig& config, int block_size) : block_size_(b
   load(config, text);
 }
 
-TextCorpus::TextCorpus(const DataConfig& config, int block_size, const CharTokenizer& run_tokenizer)
+TextCorpus::TextCorpus(const DataConfig& config, int block_size, const Tokenizer& run_tokenizer)
     : block_size_(block_size) {
   tokenizer_ = run_tokenizer;
   load(config, read_text_file(config.path, "data.path"));
@@ -115,14 +116,17 @@ void TextCorpus::passkey_row(int64_t* x, int64_t* y, Rng& rng) const {
   }
 }
 
+torch::Tensor TextCorpus::windows(Split split, const std::vector<int64_t>& starts, int64_t len) const {
+  auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(len, torch::kLong);  // (B, len)
+  return tokens(split).index({idx});
+}
+
 Batch TextCorpus::batch(Split split, int batch_size, Rng& rng) const {
-  const auto& data = tokens(split);
   const int64_t T = block_size_;
   std::vector<int64_t> starts(batch_size);
-  for (auto& s : starts) s = rng.below(data.size(0) - T);
-  auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(T + 1, torch::kLong);  // (B, T+1)
-  auto windows = data.index({idx});
-  Batch out{windows.slice(1, 0, T).contiguous(), windows.slice(1, 1, T + 1).contiguous()};
+  for (auto& s : starts) s = rng.below(split_tokens(split) - T);
+  auto w = windows(split, starts, T + 1);  // (B, T+1)
+  Batch out{w.slice(1, 0, T).contiguous(), w.slice(1, 1, T + 1).contiguous()};
   if (split == Split::Train && passkey_.fraction > 0) {
     // Each window is replaced by a passkey document with probability `fraction` (drawn after the
     // window starts, so a run without passkey documents draws exactly the same windows).
@@ -146,13 +150,15 @@ static void check_fits(const Config& config, const Corpus& corpus) {
 std::unique_ptr<Corpus> make_corpus(const Config& config) {
   std::unique_ptr<Corpus> corpus;
   if (config.data.kind == "task") corpus = std::make_unique<TaskCorpus>(config.data);
+  else if (config.data.kind == "tokens" || config.data.tokenizer.enabled()) corpus = make_token_corpus(config, nullptr);
   else corpus = std::make_unique<TextCorpus>(config.data, config.model.block_size);
   check_fits(config, *corpus);
   return corpus;
 }
 
-std::unique_ptr<Corpus> make_corpus(const Config& config, const CharTokenizer& run_tokenizer) {
+std::unique_ptr<Corpus> make_corpus(const Config& config, const Tokenizer& run_tokenizer) {
   if (config.data.kind == "task") return make_corpus(config);
+  if (config.data.kind == "tokens" || config.data.tokenizer.enabled()) return make_token_corpus(config, &run_tokenizer);
   return std::make_unique<TextCorpus>(config.data, config.model.block_size, run_tokenizer);
 }
 

@@ -1,6 +1,7 @@
 // Corpora: what the trainer and the evaluator draw batches from.
 // TaskCorpus generates synthetic examples (padded, answer-only loss); TextCorpus holds a
-// char-level file split 90/10 into train and validation tokens.
+// char-level file split 90/10 into train and validation tokens; TokenCorpus (data/token_corpus.h)
+// reads memory-mapped token files, and text tokenized with SentencePiece, through the same windows.
 #pragma once
 #include <torch/torch.h>
 
@@ -26,7 +27,7 @@ struct Batch {
 class Corpus {
  public:
   virtual ~Corpus() = default;
-  const CharTokenizer& tokenizer() const { return tokenizer_; }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
   virtual bool is_task() const = 0;
   // A batch from the training distribution of `split`.
   virtual Batch batch(Split split, int batch_size, Rng& rng) const = 0;
@@ -36,7 +37,7 @@ class Corpus {
   virtual int64_t tokens_at(int length) const = 0;
 
  protected:
-  CharTokenizer tokenizer_;
+  Tokenizer tokenizer_;
 };
 
 class TaskCorpus : public Corpus {
@@ -65,13 +66,19 @@ class TextCorpus : public Corpus {
   Batch batch(Split split, int batch_size, Rng& rng) const override;
   int train_length() const override { return block_size_; }
   int64_t tokens_at(int length) const override { return length; }
-  const torch::Tensor& tokens(Split split) const { return split == Split::Train ? train_ : val_; }
+  // Tokens in a split, and windows of `len` tokens starting at `starts`: (B, len) int64.
+  virtual int64_t split_tokens(Split split) const { return tokens(split).size(0); }
+  virtual torch::Tensor windows(Split split, const std::vector<int64_t>& starts, int64_t len) const;
+
+ protected:
+  explicit TextCorpus(int block_size) : block_size_(block_size) {}
+  int block_size_;
 
  private:
+  const torch::Tensor& tokens(Split split) const { return split == Split::Train ? train_ : val_; }
   void load(const DataConfig& config, const std::string& text);
   // A passkey document of block_size+1 tokens as one training row (data.probes.passkey).
   void passkey_row(int64_t* x, int64_t* y, Rng& rng) const;
-  int block_size_;
   torch::Tensor train_, val_;  // (N,) int64
   PasskeyMixConfig passkey_;
   const PasskeyTemplate* passkey_template_ = nullptr;

@@ -1,9 +1,12 @@
-// Character-level tokenizer over UTF-8 code points.
+// The run's vocabulary: character-level over UTF-8 code points, nanoGPT's itos, bare ids, or a
+// SentencePiece model applied through poslab-tokenize (data/sentencepiece.h).
 #include "data/tokenizer.h"
 
 #include <set>
+#include <sstream>
 
 #include "config/config.h"
+#include "data/sentencepiece.h"
 
 namespace poslab {
 
@@ -25,44 +28,104 @@ std::vector<std::string> split_utf8(const std::string& text, const std::string& 
   return out;
 }
 
-CharTokenizer::CharTokenizer(std::vector<std::string> symbols) : symbols_(std::move(symbols)) {
+Tokenizer::Tokenizer(std::vector<std::string> symbols, int64_t vocab_size) : symbols_(std::move(symbols)) {
   for (size_t i = 0; i < symbols_.size(); ++i) index_[symbols_[i]] = static_cast<int64_t>(i);
+  vocab_size_ = std::max<int64_t>(vocab_size, static_cast<int64_t>(symbols_.size()));
 }
 
-CharTokenizer CharTokenizer::from_text(const std::string& text, const std::string& source) {
+Tokenizer Tokenizer::from_text(const std::string& text, const std::string& source) {
   auto chars = split_utf8(text, source);
   std::set<std::string> unique(chars.begin(), chars.end());
-  return CharTokenizer(std::vector<std::string>(unique.begin(), unique.end()));
+  return Tokenizer(std::vector<std::string>(unique.begin(), unique.end()));
 }
 
-CharTokenizer CharTokenizer::from_json(const nlohmann::json& j) {
-  if (!j.is_array()) throw ConfigError("vocab.json: expected a list of characters");
-  return CharTokenizer(j.get<std::vector<std::string>>());
+Tokenizer Tokenizer::ids(int64_t vocab_size) {
+  Tokenizer t;
+  t.vocab_size_ = vocab_size;
+  return t;
 }
 
-nlohmann::json CharTokenizer::to_json() const { return symbols_; }
+Tokenizer Tokenizer::sentencepiece(int64_t vocab_size, const std::string& model_path) {
+  Tokenizer t = ids(vocab_size);
+  t.sp_model_ = model_path;
+  return t;
+}
 
-int64_t CharTokenizer::id(const std::string& symbol) const {
+Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& run_dir) {
+  if (j.is_array()) {
+    for (const auto& s : j)
+      if (!s.is_string()) throw ConfigError("vocab.json: expected a list of characters");
+    return Tokenizer(j.get<std::vector<std::string>>());
+  }
+  if (!j.is_object() || !j.contains("vocab_size") || !j["vocab_size"].is_number_integer() ||
+      j["vocab_size"].get<int64_t>() <= 0)
+    throw ConfigError("vocab.json: expected a list of characters or {\"vocab_size\": N, ...}");
+  const int64_t n = j["vocab_size"].get<int64_t>();
+  if (j.contains("sentencepiece")) {
+    if (!j["sentencepiece"].is_string()) throw ConfigError("vocab.json: sentencepiece must name the model file");
+    const std::string name = j["sentencepiece"].get<std::string>();
+    return sentencepiece(n, run_dir.empty() ? name : run_dir + "/" + name);
+  }
+  if (j.contains("symbols")) {
+    if (!j["symbols"].is_array()) throw ConfigError("vocab.json: symbols must be a list of strings");
+    for (const auto& s : j["symbols"])
+      if (!s.is_string()) throw ConfigError("vocab.json: symbols must be a list of strings");
+    return Tokenizer(j["symbols"].get<std::vector<std::string>>(), n);
+  }
+  return ids(n);
+}
+
+nlohmann::json Tokenizer::to_json() const {
+  if (!sp_model_.empty()) return {{"vocab_size", vocab_size_}, {"sentencepiece", "tokenizer.model"}};
+  if (symbols_.empty()) return {{"vocab_size", vocab_size_}};
+  if (vocab_size_ == static_cast<int64_t>(symbols_.size())) return symbols_;  // the character-level form
+  return {{"vocab_size", vocab_size_}, {"symbols", symbols_}};
+}
+
+int64_t Tokenizer::id(const std::string& symbol) const {
   auto it = index_.find(symbol);
   if (it == index_.end()) throw ConfigError("character '" + symbol + "' is not in the vocabulary");
   return it->second;
 }
 
-std::vector<int64_t> CharTokenizer::encode(const std::string& text, const std::string& source) const {
+std::vector<int64_t> Tokenizer::encode(const std::string& text, const std::string& source) const {
+  if (!sp_model_.empty()) return sentencepiece_encode(sp_model_, text, source);
   std::vector<int64_t> ids;
+  if (symbols_.empty()) {  // bare ids: the text is the ids
+    std::stringstream ss(text);
+    for (std::string item; ss >> item;) {
+      size_t used = 0;
+      long long v = -1;
+      try {
+        v = std::stoll(item, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != item.size() || v < 0 || v >= vocab_size_)
+        throw ConfigError(source + ": '" + item + "' is not a token id below " + std::to_string(vocab_size_) +
+                          " (this run has no tokenizer: write the prompt as ids, e.g. \"12 7 301\")");
+      ids.push_back(v);
+    }
+    return ids;
+  }
   for (const auto& ch : split_utf8(text, source)) {
     auto it = index_.find(ch);
     if (it == index_.end())
       throw ConfigError(source + ": character '" + ch + "' is not in the run's vocabulary (" +
-                        std::to_string(size()) + " characters)");
+                        std::to_string(symbols_.size()) + " characters)");
     ids.push_back(it->second);
   }
   return ids;
 }
 
-std::string CharTokenizer::decode(const std::vector<int64_t>& ids) const {
+std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
+  if (!sp_model_.empty()) return sentencepiece_decode(sp_model_, ids);
   std::string out;
-  for (auto id : ids) out += (id >= 0 && id < size()) ? symbols_[id] : "?";
+  if (symbols_.empty()) {
+    for (auto id : ids) out += " " + std::to_string(id);
+    return out;
+  }
+  for (auto id : ids) out += (id >= 0 && id < static_cast<int64_t>(symbols_.size())) ? symbols_[id] : "?";
   return out;
 }
 

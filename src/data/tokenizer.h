@@ -1,4 +1,6 @@
-// Character-level tokenizer over UTF-8 code points, saved with every run as vocab.json.
+// The run's vocabulary, saved with every run as vocab.json: characters (UTF-8 code points) for
+// text, nanoGPT's itos for its character-level token files, SentencePiece pieces (the model file
+// kept in the run, applied by the separate poslab-tokenize executable), or bare ids.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,15 +13,28 @@ namespace poslab {
 // the first invalid sequence (poslab refuses such files rather than guessing a replacement).
 std::vector<std::string> split_utf8(const std::string& text, const std::string& source);
 
-class CharTokenizer {
+class Tokenizer {
  public:
-  CharTokenizer() = default;
-  explicit CharTokenizer(std::vector<std::string> symbols);
-  static CharTokenizer from_text(const std::string& text, const std::string& source);
-  static CharTokenizer from_json(const nlohmann::json& j);
+  Tokenizer() = default;
+  // One symbol per id; `vocab_size` may exceed the symbols (ids past them decode as "?").
+  explicit Tokenizer(std::vector<std::string> symbols, int64_t vocab_size = -1);
+  static Tokenizer from_text(const std::string& text, const std::string& source);
+  // Token files without a tokenizer: ids only (prompts are written as ids, "12 7 301").
+  static Tokenizer ids(int64_t vocab_size);
+  // A SentencePiece model file (absolute path) of `vocab_size` pieces.
+  static Tokenizer sentencepiece(int64_t vocab_size, const std::string& model_path);
+  // vocab.json: a list of characters, or {"vocab_size", "symbols"?, "sentencepiece"?}; a model
+  // file named there is found in `run_dir`.
+  static Tokenizer from_json(const nlohmann::json& j, const std::string& run_dir = "");
+  // The SentencePiece model is written by its file name: the run keeps a copy beside vocab.json.
   nlohmann::json to_json() const;
 
-  int64_t size() const { return static_cast<int64_t>(symbols_.size()); }
+  int64_t size() const { return vocab_size_; }
+  bool is_sentencepiece() const { return !sp_model_.empty(); }
+  const std::string& sentencepiece_model() const { return sp_model_; }
+  // Whether decoding one token at a time gives the text (not for SentencePiece: pieces carry
+  // their word boundaries and byte-fallback bytes that only make sense together).
+  bool decodes_per_token() const { return sp_model_.empty(); }
   bool contains(const std::string& symbol) const { return index_.count(symbol) > 0; }
   int64_t id(const std::string& symbol) const;
   // Throws ConfigError naming the first character outside the vocabulary.
@@ -29,6 +44,11 @@ class CharTokenizer {
  private:
   std::vector<std::string> symbols_;
   std::unordered_map<std::string, int64_t> index_;
+  int64_t vocab_size_ = 0;
+  std::string sp_model_;
 };
+
+// The name the character-level code grew up with.
+using CharTokenizer = Tokenizer;
 
 }  // namespace poslab

@@ -65,11 +65,11 @@ torch::Tensor validation_inputs(const Corpus& corpus, const Config& c, int lengt
     Rng rng(static_cast<uint64_t>(c.seed) * 1000003ULL + static_cast<uint64_t>(length));
     return static_cast<const TaskCorpus&>(corpus).batch_at_length(length, count, rng).x;
   }
-  const auto& val = static_cast<const TextCorpus&>(corpus).tokens(Split::Val);
-  std::vector<torch::Tensor> windows;
-  for (int64_t s = 0; s + length + 1 <= val.size(0) && static_cast<int>(windows.size()) < count; s += length)
-    windows.push_back(val.slice(0, s, s + length));
-  return windows.empty() ? torch::Tensor() : torch::stack(windows);
+  const auto& text = static_cast<const TextCorpus&>(corpus);
+  std::vector<int64_t> starts;
+  for (int64_t s = 0; s + length + 1 <= text.split_tokens(Split::Val) && static_cast<int>(starts.size()) < count; s += length)
+    starts.push_back(s);
+  return starts.empty() ? torch::Tensor() : text.windows(Split::Val, starts, length);
 }
 
 json stats_at_length(GPT& model, const Corpus& corpus, const Config& c, int length, const AttentionOptions& o,
@@ -140,7 +140,7 @@ json attention_stats(GPT& model, const Corpus& corpus, const Config& c, const At
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
     if (rt.device.is_cpu()) check_attention_fits(c, corpus.tokens_at(length));  // every length, before any work
     if (!corpus.is_task()) {  // text: consecutive windows of the validation split, as many as it holds
-      const int64_t windows = (static_cast<const TextCorpus&>(corpus).tokens(Split::Val).size(0) - 1) / length;
+      const int64_t windows = (static_cast<const TextCorpus&>(corpus).split_tokens(Split::Val) - 1) / length;
       if (windows > 0 && o.example >= windows)
         throw ConfigError("--example " + std::to_string(o.example) + ": the validation split holds " +
                           std::to_string(windows) + " window(s) of " + std::to_string(length) +

@@ -52,7 +52,7 @@ Scores score_rows(GPT& model, const torch::Tensor& x_all, const torch::Tensor& y
   return {torch::cat(nlls, 0), torch::cat(hits, 0)};
 }
 
-std::vector<double> target_losses(GPT& model, const torch::Tensor& tokens, int64_t first, int64_t last, int64_t window,
+std::vector<double> target_losses(GPT& model, const TextCorpus& corpus, int64_t first, int64_t last, int64_t window,
                                   int64_t step, const Runtime& rt, int64_t budget, int batch_size) {
   std::vector<double> out(static_cast<size_t>(last + 1), NAN);
   const auto plan = plan_text_windows(first, last, window, step);
@@ -60,8 +60,7 @@ std::vector<double> target_losses(GPT& model, const torch::Tensor& tokens, int64
     const size_t b1 = std::min(plan.size(), b0 + static_cast<size_t>(batch_size));
     std::vector<int64_t> starts;
     for (size_t i = b0; i < b1; ++i) starts.push_back(plan[i].start);
-    auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(window + 1, torch::kLong);  // (b, W+1)
-    auto w = tokens.index({idx});
+    auto w = corpus.windows(Split::Val, starts, window + 1);  // (b, W+1)
     const Scores s = score_rows(model, w.slice(1, 0, window).contiguous(), w.slice(1, 1, window + 1).contiguous(), rt, budget);
     auto nll = s.nll.accessor<double, 2>();
     for (size_t i = b0; i < b1; ++i)
@@ -150,8 +149,7 @@ namespace {
 // need is run once.
 json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOptions& o, const Runtime& rt,
                       const std::vector<double>& short_nll, const KeyTokenOptions& key) {
-  const auto& val = corpus.tokens(Split::Val);
-  const int64_t N = val.size(0);
+  const int64_t N = corpus.split_tokens(Split::Val);
   if (N < L + 1)
     return not_applicable(L, L, "validation split has " + std::to_string(N) + " tokens, fewer than " + std::to_string(L + 1));
   // Target t is token t, predicted from tokens before it: targets 1 .. N-1.
@@ -174,8 +172,7 @@ json eval_text_length(GPT& model, const TextCorpus& corpus, int L, const EvalOpt
     const size_t b1 = std::min(all.size(), b0 + o.batch_size);
     std::vector<int64_t> starts;
     for (size_t i = b0; i < b1; ++i) starts.push_back(all[i].first);
-    auto idx = torch::tensor(starts, torch::kLong).unsqueeze(1) + torch::arange(L + 1, torch::kLong);  // (b, L+1)
-    auto w = val.index({idx});
+    auto w = corpus.windows(Split::Val, starts, L + 1);  // (b, L+1)
     auto x = w.slice(1, 0, L).contiguous(), y = w.slice(1, 1, L + 1).contiguous();  // (b, L)
     const Scores scores = score_rows(model, x, y, rt, o.memory_budget_bytes);
     for (int p = 0; p < 2; ++p) {
@@ -242,11 +239,11 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
   const KeyTokenOptions key = key_token_options(c, corpus);
   if (!corpus.is_task() && key.short_context > 0) {
     Stage stage("key-token loss: the short-context pass");
-    const auto& val = static_cast<const TextCorpus&>(corpus).tokens(Split::Val);
-    const int64_t N = val.size(0);
+    const auto& text = static_cast<const TextCorpus&>(corpus);
+    const int64_t N = text.split_tokens(Split::Val);
     const int64_t targets = o.tokens > 0 ? std::min<int64_t>(o.tokens, N - 1) : N - 1;
     if (N > key.short_context)
-      short_nll = target_losses(model, val, N - 1 - targets, N - 1, key.short_context, std::max<int64_t>(1, key.short_context / 2),
+      short_nll = target_losses(model, text, N - 1 - targets, N - 1, key.short_context, std::max<int64_t>(1, key.short_context / 2),
                                 rt, o.memory_budget_bytes, o.batch_size);
   }
   json results = json::array();

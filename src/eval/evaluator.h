@@ -48,9 +48,9 @@ struct Scores {
   torch::Tensor hit;  // (B, T) bool
 };
 Scores score_rows(GPT& model, const torch::Tensor& x, const torch::Tensor& y, const Runtime& runtime, int64_t budget);
-// The loss of every target first < t <= last of `tokens` (N,) scored by windows of `window` tokens moving by
+// The loss of every target first < t <= last of the validation split scored by windows of `window` tokens moving by
 // `step` (plan_text_windows); out[t] for those t, NaN elsewhere (size last + 1).
-std::vector<double> target_losses(GPT& model, const torch::Tensor& tokens, int64_t first, int64_t last, int64_t window,
+std::vector<double> target_losses(GPT& model, const TextCorpus& corpus, int64_t first, int64_t last, int64_t window,
                                   int64_t step, const Runtime& runtime, int64_t budget, int batch_size);
 
 // The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.

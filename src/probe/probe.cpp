@@ -116,6 +116,9 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
   const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
   const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
                                       c.model.block_size, digits);
+  if (tok.is_sentencepiece())
+    throw ConfigError("--task passkey: the run reads SentencePiece pieces; the passkey probe writes character-level "
+                      "documents and takes character-level text runs");
   for (char ch = '0'; ch <= '9'; ++ch)
     if (!tok.contains(std::string(1, ch)))
       throw ConfigError("--task passkey: the run's vocabulary has no digit '" + std::string(1, ch) +
@@ -131,8 +134,10 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     if (c.data.kind != "text")
       throw ConfigError("--haystack text: the run trained on data.kind " + c.data.kind + ", which has no held-out text");
     auto corpus = make_corpus(c, tok);
-    const auto& val = static_cast<const TextCorpus&>(*corpus).tokens(Split::Val);
-    text = text_haystack(tok, std::vector<int64_t>(val.data_ptr<int64_t>(), val.data_ptr<int64_t>() + val.numel()));
+    const auto& val_corpus = static_cast<const TextCorpus&>(*corpus);
+    const int64_t n = val_corpus.split_tokens(Split::Val);
+    auto val = val_corpus.windows(Split::Val, {0}, n).reshape({-1}).contiguous();  // (n,)
+    text = text_haystack(tok, std::vector<int64_t>(val.data_ptr<int64_t>(), val.data_ptr<int64_t>() + n));
   }
   const int64_t fixed = passkey_fixed_tokens(tok, tmpl, digits);
   struct Row { double depth; std::string control; };

@@ -7,6 +7,8 @@
 #include <sstream>
 
 #include "train/run_dir.h"
+
+#include <filesystem>
 #include "util/files.h"
 
 namespace poslab {
@@ -185,6 +187,12 @@ void save_weights(const std::string& path, GPT& model) {
   write_file_atomic(path, torch::pickle_save(dict));
 }
 
+std::string RunPaths::cache() const {
+  auto p = std::filesystem::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "runs/x/" names runs/x
+  return (p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()).string() + "/.poslab-cache";
+}
+
 bool is_run_dir(const std::string& dir) { return file_exists(RunPaths{dir}.config()); }
 
 LoadedRun load_run(const std::string& dir) {
@@ -192,7 +200,8 @@ LoadedRun load_run(const std::string& dir) {
   if (!is_run_dir(dir)) throw ConfigError("run " + dir + ": no run here (config.json is missing)");
   LoadedRun run;
   run.config = config_from_json(read_json_file(paths.config()));
-  run.tokenizer = CharTokenizer::from_json(read_json_file(paths.vocab()));
+  run.config.data.cache_dir = paths.cache();
+  run.tokenizer = Tokenizer::from_json(read_json_file(paths.vocab()), dir);
   run.config.model.vocab_size = static_cast<int>(run.tokenizer.size());
   run.model = GPT(run.config.model);
   if (!file_exists(paths.checkpoint()))

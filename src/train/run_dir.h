@@ -1,4 +1,5 @@
-// A run directory and what it holds: config.json (resolved), vocab.json, checkpoint.pt
+// A run directory and what it holds: config.json (resolved), vocab.json (+ tokenizer.model for
+// SentencePiece runs), checkpoint.pt
 // (model + optimizer + step + RNG + config, written atomically), model.pt (name -> tensor dict
 // for Python's torch.load), metrics.jsonl, summary.json, eval.json, train.log; init_from.json when
 // the run started from another run's weights.
@@ -18,6 +19,9 @@ struct RunPaths {
   std::string dir;
   std::string config() const { return dir + "/config.json"; }
   std::string vocab() const { return dir + "/vocab.json"; }
+  std::string tokenizer_model() const { return dir + "/tokenizer.model"; }  // SentencePiece runs
+  // Where text tokenized with SentencePiece is cached: shared by the runs beside this one.
+  std::string cache() const;
   std::string checkpoint() const { return dir + "/checkpoint.pt"; }
   std::string weights() const { return dir + "/model.pt"; }
   std::string metrics() const { return dir + "/metrics.jsonl"; }

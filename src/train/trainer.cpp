@@ -374,12 +374,16 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
                       "` or pick another --out");
   std::optional<InitSource> source;
   if (!init_from.empty()) source = read_init_source(init_from, c);
+  c.data.cache_dir = RunPaths{dir}.cache();
   Session s = make_session(c, make_corpus(c), launch);
   if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
   // Everything is valid: only now does the run directory appear, written by rank 0 alone.
   if (s.dist->is_main()) {
     fs::create_directories(dir);
     RunPaths paths{dir};
+    // The run keeps its tokenizer: a SentencePiece model is copied in beside vocab.json.
+    if (s.corpus->tokenizer().is_sentencepiece())
+      write_file_atomic(paths.tokenizer_model(), read_text_file(s.corpus->tokenizer().sentencepiece_model(), "tokenizer"));
     write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
     write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
     if (source) {
@@ -395,7 +399,8 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   RunPaths paths{dir};
   if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": no run here (config.json is missing)");
   Config c = config_from_json(read_json_file(paths.config()));
-  auto tokenizer = CharTokenizer::from_json(read_json_file(paths.vocab()));
+  c.data.cache_dir = paths.cache();
+  auto tokenizer = Tokenizer::from_json(read_json_file(paths.vocab()), dir);
   Session s = make_session(c, make_corpus(c, tokenizer), launch);
   if (file_exists(paths.checkpoint())) s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
   // Each rank's batch rows and dropout stream depend on the world size: only the same one resumes exactly.

@@ -188,5 +188,44 @@ expect_fail 2 "badset_exp.json: set.train.max_iterz: unknown key 'train.max_iter
 printf '{"base": "ok.json", "grid": {"model.n_head": [2, 3]}}\n' > badcell_exp.json
 expect_fail 2 "cell n_head=3: model.n_embd must be divisible by model.n_head" -- "$POSLAB" compare -c badcell_exp.json --out r7
 check "no cell trained for a refused grid" test ! -e r7
+# Token files and tokenizers: one line naming the file and what was expected, exit 2, no run left.
+mkdir -p tok && python3 -c "
+import struct
+def raw(name, ids): open(name, 'wb').write(b''.join(struct.pack('<H', i) for i in ids))
+def llmc(name, magic, count, body): open(name, 'wb').write(struct.pack('<256i', magic, 1, count, *[0] * 253) + body)
+raw('tok/train.bin', [i % 7 for i in range(400)]); raw('tok/val.bin', [i % 7 for i in range(300)])
+raw('tok/short_val.bin', [1] * 10); open('tok/empty.bin', 'wb').close(); open('tok/odd.bin', 'wb').write(b'abc')
+open('tok/zeros.bin', 'wb').write(bytes(2048))
+llmc('tok/count.bin', 20240520, 10, bytes(30))
+raw('tok/high.bin', [1] * 50 + [9] + [1] * 349)
+import pickle; pickle.dump({'vocab_size': 7, 'chars': 'abcdefg'}, open('tok/meta_other.pkl', 'wb'))
+"
+TOKS=(--set data.kind=tokens --set data.vocab_size=7 --set data.val_path=tok/val.bin)
+expect_fail 2 "data.kind tokens needs data.dir" -- "$POSLAB" train -c ok.json --set data.kind=tokens --out r6
+expect_fail 2 "odd.bin: 3 bytes is not a whole number of uint16 tokens" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/odd.bin --out r6
+expect_fail 2 "zeros.bin: expected llm.c's magic 20240520 (uint16 tokens) or 20240801" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/zeros.bin --set data.format=llmc --out r6
+expect_fail 2 "odd.bin: 3 bytes is shorter than llm.c's 1024-byte header" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/odd.bin --set data.format=llmc --out r6
+expect_fail 2 "count.bin: the llm.c header says 10 tokens (20 bytes) but the file holds 30 bytes" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/count.bin --out r6
+expect_fail 2 "empty.bin: holds no tokens" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/empty.bin --out r6
+expect_fail 2 "short_val.bin: 10 tokens is too short: the longest evaluation" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/short_val.bin --out r6
+expect_fail 2 "high.bin: token id 9 at byte offset 100 (token 50) is not below the vocabulary size 7" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/high.bin --out r6
+expect_fail 2 "data.vocab_size: token files need a vocabulary size" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.train_path=tok/train.bin --set data.val_path=tok/val.bin --out r6
+mkdir -p pkl && cp tok/train.bin tok/val.bin pkl/ && cp tok/meta_other.pkl pkl/meta.pkl
+expect_fail 2 "meta.pkl: not nanoGPT's meta.pkl: itos missing or not a dict" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=pkl --out r6
+expect_fail 2 "data.format: unknown token file format 'gguf'" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/train.bin --set data.format=gguf --out r6
+check "no run directory left behind by refused token data" test ! -e r6
+if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
+  printf 'not a model' > garbage.model
+  expect_fail 2 "data.tokenizer.model $WORK/nope.model: no such file" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.model=$WORK/nope.model --out r6
+  expect_fail 2 "--tokenizer garbage.model: not a SentencePiece model" -- "$POSLAB" tokenize --input fox.txt --out t1 --tokenizer garbage.model
+  expect_fail 2 "not a SentencePiece model" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.model=$WORK/garbage.model --out r6
+  expect_fail 2 "--input latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" tokenize --input latin.txt --out t1 --vocab-size 300
+  expect_fail 2 "--input nope.txt: no such file" -- "$POSLAB" tokenize --input nope.txt --out t1 --vocab-size 300
+  expect_fail 2 "give --vocab-size N (train a model) or --tokenizer M.model (use one)" -- "$POSLAB" tokenize --input fox.txt --out t1
+  expect_fail 2 "data.path $WORK/latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/latin.txt --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
+  expect_fail 2 "data.tokenizer.sentencepiece.vocab_size 260: SentencePiece could not train on the text" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/fox.txt --set data.tokenizer.sentencepiece.vocab_size=260 --out r6
+  expect_fail 2 "data.tokenizer applies to data.kind text" -- "$POSLAB" train -c ok.json --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
+  check "no output, run or cache left behind by a refused tokenizer" bash -c '! ls -d t1* r6 .poslab-cache 2>/dev/null'
+fi
 
 finish

@@ -1,0 +1,182 @@
+// Running poslab-tokenize: fork + exec with files for stdin/stdout/stderr (no pipes to deadlock),
+// and the cache of tokenized text.
+#include "data/sentencepiece.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/config.h"
+#include "util/files.h"
+
+namespace fs = std::filesystem;
+
+namespace poslab {
+
+static bool executable(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
+
+std::string tokenize_tool() {
+  if (const char* env = std::getenv("POSLAB_TOKENIZE"); env != nullptr && *env) return env;
+  std::error_code ec;
+  const auto self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const auto beside = (self.parent_path() / "poslab-tokenize").string();
+    if (executable(beside)) return beside;
+  }
+#ifdef POSLAB_TOKENIZE_BUILD_PATH
+  if (executable(POSLAB_TOKENIZE_BUILD_PATH)) return POSLAB_TOKENIZE_BUILD_PATH;
+#endif
+  if (const char* path = std::getenv("PATH")) {
+    std::stringstream ss(path);
+    for (std::string dir; std::getline(ss, dir, ':');)
+      if (executable(dir + "/poslab-tokenize")) return dir + "/poslab-tokenize";
+  }
+  return "";
+}
+
+static std::string temp_file(const std::string& tag) {
+  std::string templ = (fs::temp_directory_path() / ("poslab-" + tag + "-XXXXXX")).string();
+  const int fd = ::mkstemp(templ.data());
+  if (fd < 0) throw std::runtime_error("cannot create a temporary file: " + std::string(std::strerror(errno)));
+  ::close(fd);
+  return templ;
+}
+
+void run_tokenize_tool(const std::vector<std::string>& args, const std::string& input_file, std::string* out,
+                       bool show_progress) {
+  const std::string tool = tokenize_tool();
+  if (tool.empty())
+    throw ConfigError("SentencePiece needs the poslab-tokenize executable, which was not found beside poslab or on the "
+                      "PATH (build it: it needs libsentencepiece-dev; or set POSLAB_TOKENIZE)");
+  const std::string out_file = temp_file("out"), err_file = temp_file("err");
+  std::vector<std::string> argv_s{tool};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("fork failed: " + std::string(std::strerror(errno)));
+  if (pid == 0) {
+    const int in = ::open(input_file.empty() ? "/dev/null" : input_file.c_str(), O_RDONLY);
+    const int o = ::open(out_file.c_str(), O_WRONLY | O_TRUNC);
+    const int e = show_progress ? 2 : ::open(err_file.c_str(), O_WRONLY | O_TRUNC);
+    if (in < 0 || o < 0 || e < 0) ::_exit(127);
+    ::dup2(in, 0);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    ::execv(tool.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string err;
+  {
+    std::ifstream f(err_file);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    err = ss.str();
+  }
+  if (out != nullptr) {
+    std::ifstream f(out_file, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    *out = ss.str();
+  }
+  ::unlink(out_file.c_str());
+  ::unlink(err_file.c_str());
+  const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code == 0) return;
+  // The tool's own one-line message, without its "poslab-tokenize: error: " prefix.
+  while (!err.empty() && err.back() == '\n') err.pop_back();
+  std::string line = err.substr(err.rfind('\n') == std::string::npos ? 0 : err.rfind('\n') + 1);
+  const std::string prefix = "poslab: error: ";
+  if (line.rfind(prefix, 0) == 0) line = line.substr(prefix.size());
+  if (code == 2) throw ConfigError(line.empty() ? "poslab-tokenize refused its input" : line);
+  throw std::runtime_error("poslab-tokenize failed (exit " + std::to_string(code) + ")" + (line.empty() ? "" : ": " + line));
+}
+
+std::vector<int64_t> sentencepiece_encode(const std::string& model, const std::string& text, const std::string& source) {
+  const std::string in = temp_file("text");
+  {
+    std::ofstream f(in, std::ios::binary);
+    f << text;
+  }
+  std::string out;
+  try {
+    run_tokenize_tool({"encode", "--model", model, "--source", source}, in, &out);
+  } catch (...) {
+    ::unlink(in.c_str());
+    throw;
+  }
+  ::unlink(in.c_str());
+  std::vector<int64_t> ids;
+  std::stringstream ss(out);
+  for (int64_t id; ss >> id;) ids.push_back(id);
+  return ids;
+}
+
+std::string sentencepiece_decode(const std::string& model, const std::vector<int64_t>& ids) {
+  const std::string in = temp_file("ids");
+  {
+    std::ofstream f(in);
+    for (auto id : ids) f << id << "\n";
+  }
+  std::string out;
+  try {
+    run_tokenize_tool({"decode", "--model", model}, in, &out);
+  } catch (...) {
+    ::unlink(in.c_str());
+    throw;
+  }
+  ::unlink(in.c_str());
+  return out;
+}
+
+// FNV-1a over the key's text: stable across runs and machines, enough to name a cache entry.
+static std::string fnv_hex(const std::string& text) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ULL;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string tokenized_text_dir(const std::string& text_path, double val_fraction, int sp_vocab_size,
+                               const std::string& sp_model_type, const std::string& model_path,
+                               const std::string& cache_root) {
+  struct stat st {};
+  if (::stat(text_path.c_str(), &st) != 0) throw ConfigError("data.path " + text_path + ": no such file");
+  std::ostringstream key;
+  key << absolute_path(text_path) << '|' << st.st_size << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|'
+      << val_fraction << '|';
+  if (!model_path.empty()) key << "model|" << fnv_hex(read_text_file(model_path, "data.tokenizer.model"));
+  else key << "train|" << sp_vocab_size << '|' << sp_model_type;
+  const std::string dir = cache_root + "/" + fs::path(text_path).stem().string() + "-" + fnv_hex(key.str());
+  if (file_exists(dir + "/meta.json")) return dir;  // written last: its presence means complete
+  const bool created = fs::create_directories(cache_root);
+  spdlog::info("tokenizing {} with SentencePiece (cached in {})", text_path, dir);
+  std::vector<std::string> args{"tokenize", "--input", text_path, "--out", dir, "--val-fraction",
+                                std::to_string(val_fraction), "--from-config"};
+  if (!model_path.empty()) args.insert(args.end(), {"--tokenizer", model_path});
+  else args.insert(args.end(), {"--vocab-size", std::to_string(sp_vocab_size), "--model-type", sp_model_type});
+  // Two runs of a grid may tokenize at once: each writes its own directory and the rename is atomic.
+  try {
+    run_tokenize_tool(args, "", nullptr);
+  } catch (...) {
+    std::error_code ec;
+    if (created) fs::remove(cache_root, ec);  // refused input leaves nothing behind (only if still empty)
+    throw;
+  }
+  return dir;
+}
+
+}  // namespace poslab

@@ -1,0 +1,101 @@
+// Token files as a corpus: resolving the files and the vocabulary, the checks that refuse bad
+// input before training, and windows copied out of the memory maps.
+#include "data/token_corpus.h"
+
+#include <filesystem>
+
+#include "data/sentencepiece.h"
+#include "util/files.h"
+
+namespace fs = std::filesystem;
+
+namespace poslab {
+
+// The longest window any evaluation of this config reads: eval.lengths, or the training window.
+static int64_t longest_eval_length(const Config& c) {
+  int64_t longest = c.model.block_size;
+  for (int len : c.eval.lengths) longest = std::max<int64_t>(longest, len);
+  return longest;
+}
+
+TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, const Config& c,
+                         const Tokenizer* run_tokenizer)
+    : TextCorpus(c.model.block_size), train_(std::move(train)), val_(std::move(val)) {
+  const auto& d = c.data;
+  if (run_tokenizer != nullptr) {
+    tokenizer_ = *run_tokenizer;
+  } else {
+    int64_t n = d.vocab_size > 0 ? d.vocab_size : meta.vocab_size;
+    if (n == 0)
+      throw ConfigError("data.vocab_size: token files need a vocabulary size: set data.vocab_size, or put meta.json or "
+                        "meta.pkl beside " + train_.path());
+    if (d.vocab_size > 0 && meta.vocab_size > d.vocab_size)
+      throw ConfigError("data.vocab_size: " + std::to_string(d.vocab_size) + " is below the " +
+                        std::to_string(meta.vocab_size) + " of " + meta.source);
+    if (n > (int64_t{1} << 31) - 1) throw ConfigError("data.vocab_size: above 2^31-1 is not supported");
+    if (!meta.itos.empty()) tokenizer_ = Tokenizer(meta.itos, n);
+    else if (!meta.tokenizer.empty()) {
+      if (!file_exists(meta.tokenizer))
+        throw ConfigError(meta.source + ": its tokenizer " + meta.tokenizer + " does not exist");
+      tokenizer_ = Tokenizer::sentencepiece(n, meta.tokenizer);
+    } else {
+      tokenizer_ = Tokenizer::ids(n);
+    }
+  }
+  const int64_t vocab = tokenizer_.size();
+  // Ids are checked once per file (a scan, cached beside it) so that a bad id is refused now,
+  // not thousands of steps in; every window read checks its own ids again.
+  for (const TokenFile* f : {&train_, &val_}) {
+    if (f->max_id() >= vocab) {
+      const int64_t at = f->first_id_at_or_above(vocab);
+      throw ConfigError(f->offset_message(at, f->at(at), vocab));
+    }
+  }
+  const int64_t need_train = block_size_ + 1;
+  if (train_.size() < need_train)
+    throw ConfigError(train_.source() + ": " + std::to_string(train_.size()) + " tokens is too short: training needs at least "
+                      "model.block_size+1 = " + std::to_string(need_train));
+  const int64_t need_val = longest_eval_length(c) + 1;
+  if (val_.size() < need_val)
+    throw ConfigError(val_.source() + ": " + std::to_string(val_.size()) + " tokens is too short: the longest evaluation "
+                      "(model.block_size and eval.lengths) needs " + std::to_string(need_val));
+}
+
+torch::Tensor TokenCorpus::windows(Split split, const std::vector<int64_t>& starts, int64_t len) const {
+  const TokenFile& f = file(split);
+  auto out = torch::empty({static_cast<int64_t>(starts.size()), len}, torch::kLong);  // (B, len)
+  auto* p = out.data_ptr<int64_t>();
+  for (size_t b = 0; b < starts.size(); ++b) f.read(starts[b], len, p + b * len, tokenizer_.size());
+  return out;
+}
+
+std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_tokenizer) {
+  DataConfig d = c.data;
+  std::string train_key = "data.train_path", val_key = "data.val_path";
+  if (d.kind == "text") {  // SentencePiece text: tokenized once into the cache, then read as token files
+    const std::string root = d.cache_dir.empty() ? (fs::temp_directory_path() / "poslab-cache").string() : d.cache_dir;
+    std::string model = d.tokenizer.model;
+    if (run_tokenizer != nullptr && run_tokenizer->is_sentencepiece()) model = run_tokenizer->sentencepiece_model();
+    if (!model.empty() && !file_exists(model)) throw ConfigError("data.tokenizer.model " + model + ": no such file");
+    d.dir = tokenized_text_dir(d.path, d.val_fraction, d.tokenizer.sp_vocab_size, d.tokenizer.sp_model_type, model, root);
+    d.format = "nanogpt";
+    d.dtype = "auto";
+    d.vocab_size = 0;
+    train_key = val_key = "data.path " + d.path + ", tokenized:";
+  }
+  if (!d.dir.empty()) {
+    if (!fs::is_directory(d.dir)) throw ConfigError("data.dir " + d.dir + ": not a directory (expected one holding train.bin and val.bin)");
+    d.train_path = d.dir + "/train.bin";
+    d.val_path = d.dir + "/val.bin";
+    if (d.kind == "tokens") train_key = val_key = "data.dir";
+  }
+  const std::string meta_dir = d.dir.empty() ? fs::path(d.train_path).parent_path().string() : d.dir;
+  const TokenMeta meta = read_token_meta(meta_dir.empty() ? "." : meta_dir);
+  std::string dtype = d.dtype;
+  if (dtype == "auto" && meta.dtype != "auto") dtype = meta.dtype;
+  TokenFile train(d.train_path, d.format, dtype, train_key + " " + d.train_path);
+  TokenFile val(d.val_path, d.format, dtype, val_key + " " + d.val_path);
+  return std::make_unique<TokenCorpus>(std::move(train), std::move(val), meta, c, run_tokenizer);
+}
+
+}  // namespace poslab

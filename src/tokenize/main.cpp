@@ -1,0 +1,355 @@
+// poslab-tokenize: SentencePiece for poslab, in its own process. `poslab tokenize` runs it to
+// train a model (or apply one) and write train.bin, val.bin, meta.json and tokenizer.model; poslab
+// runs it to encode prompts and decode samples. It links libsentencepiece and never LibTorch, so
+// the protobuf-lite inside one never meets the libprotobuf of the other (data/sentencepiece.h).
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "tokenize/utf8_split.h"
+
+namespace fs = std::filesystem;
+using poslab::tok::InputError;
+
+namespace {
+
+// A byte range of one input file.
+struct Segment {
+  std::string path;
+  int64_t begin = 0, end = 0;
+};
+
+// The validation split is the tail `fraction` of all input bytes, starting after a newline (or,
+// on a line longer than 64 KiB, at a character boundary), as the character-level split does.
+void split_inputs(const std::vector<std::string>& inputs, double fraction, std::vector<Segment>* train,
+                  std::vector<Segment>* val) {
+  std::vector<int64_t> sizes;
+  int64_t total = 0;
+  for (const auto& p : inputs) sizes.push_back(static_cast<int64_t>(fs::file_size(p))), total += sizes.back();
+  int64_t cut = total - static_cast<int64_t>(static_cast<double>(total) * fraction);
+  int64_t offset = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int64_t size = sizes[i];
+    if (cut >= offset && cut < offset + size) {
+      int64_t local = cut - offset;
+      if (local > 0) {  // move the cut to just after a newline, else to a character boundary
+        std::ifstream in(inputs[i], std::ios::binary);
+        in.seekg(local - 1);
+        std::string window(65536, '\0');
+        in.read(window.data(), static_cast<std::streamsize>(window.size()));
+        window.resize(static_cast<size_t>(in.gcount()));
+        const auto nl = window.find('\n');
+        if (nl != std::string::npos) local += static_cast<int64_t>(nl);
+        else {
+          size_t k = 1;
+          while (k < window.size() && (static_cast<unsigned char>(window[k]) >> 6) == 0x2) ++k;
+          local += static_cast<int64_t>(k) - 1;
+        }
+        local = std::min(local, size);
+      }
+      if (local > 0) train->push_back({inputs[i], 0, local});
+      if (local < size) val->push_back({inputs[i], local, size});
+    } else if (offset + size <= cut) {
+      if (size > 0) train->push_back({inputs[i], 0, size});
+    } else if (size > 0) {
+      val->push_back({inputs[i], 0, size});
+    }
+    offset += size;
+  }
+}
+
+// Training sentences for SentencePiece: the lines of the training split only.
+class LineIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit LineIterator(const std::vector<Segment>& segments) : segments_(segments) { advance(); }
+  bool done() const override { return done_; }
+  void Next() override { advance(); }
+  const std::string& value() const override { return line_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  void advance() {
+    while (true) {
+      if (in_.is_open() && pos_ < segments_[seg_].end && std::getline(in_, line_)) {
+        pos_ += static_cast<int64_t>(line_.size()) + 1;
+        if (pos_ > segments_[seg_].end + 1) line_.resize(line_.size() - static_cast<size_t>(pos_ - segments_[seg_].end - 1));
+        return;
+      }
+      if (in_.is_open()) in_.close(), ++seg_;
+      if (seg_ >= segments_.size()) {
+        done_ = true;
+        return;
+      }
+      in_.open(segments_[seg_].path, std::ios::binary);
+      in_.seekg(segments_[seg_].begin);
+      pos_ = segments_[seg_].begin;
+    }
+  }
+  const std::vector<Segment>& segments_;
+  size_t seg_ = 0;
+  std::ifstream in_;
+  int64_t pos_ = 0;
+  std::string line_;
+  bool done_ = false;
+};
+
+// Progress on stderr every few seconds for inputs above 16 MiB.
+struct Progress {
+  int64_t total, done = 0;
+  std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
+  void add(int64_t n, const char* what) {
+    done += n;
+    if (total < (16 << 20)) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last < std::chrono::seconds(2) && done < total) return;
+    last = now;
+    std::fprintf(stderr, "poslab tokenize: %s %.0f%% (%lld of %lld MB)\n", what, 100.0 * done / total,
+                 static_cast<long long>(done >> 20), static_cast<long long>(total >> 20));
+  }
+};
+
+void write_ids(std::ofstream& out, const std::vector<int>& ids, int bytes) {
+  std::string buf(ids.size() * bytes, '\0');
+  for (size_t i = 0; i < ids.size(); ++i)
+    for (int b = 0; b < bytes; ++b) buf[i * bytes + b] = static_cast<char>((static_cast<uint32_t>(ids[i]) >> (8 * b)) & 0xFF);
+  out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+}
+
+// Encodes segments into `path`, chunk by chunk at newlines (pieces never span a newline: the
+// trainer saw lines), with the end-of-text id between different files. Returns the token count.
+int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const std::vector<Segment>& segments,
+                        const std::string& path, int bytes, int eot, Progress& progress) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  int64_t count = 0;
+  std::vector<int> ids;
+  auto encode = [&](const std::string& text) {
+    if (text.empty()) return;
+    const auto st = sp.Encode(text, &ids);
+    if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());
+    write_ids(out, ids, bytes);
+    count += static_cast<int64_t>(ids.size());
+  };
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const auto& seg = segments[s];
+    if (s > 0 && segments[s - 1].path != seg.path && eot >= 0) write_ids(out, {eot}, bytes), ++count;
+    std::ifstream in(seg.path, std::ios::binary);
+    in.seekg(seg.begin);
+    std::string carry;
+    std::vector<char> buf(1 << 20);
+    for (int64_t left = seg.end - seg.begin; left > 0;) {
+      in.read(buf.data(), static_cast<std::streamsize>(std::min<int64_t>(left, static_cast<int64_t>(buf.size()))));
+      const auto got = static_cast<int64_t>(in.gcount());
+      if (got <= 0) throw std::runtime_error("read failed: " + seg.path);
+      left -= got;
+      carry.append(buf.data(), static_cast<size_t>(got));
+      size_t cut = carry.rfind('\n');
+      if (cut != std::string::npos) ++cut;
+      else if (carry.size() >= buf.size()) {  // a line longer than the buffer: cut at a character start
+        cut = carry.size();
+        while (cut > 0 && (static_cast<unsigned char>(carry[cut - 1]) >> 6) == 0x2) --cut;
+        if (cut > 0) --cut;
+      } else continue;
+      encode(carry.substr(0, cut));
+      carry.erase(0, cut);
+      progress.add(got, "encoded");
+    }
+    encode(carry);
+  }
+  out.flush();
+  if (!out) throw std::runtime_error("write failed: " + path);
+  return count;
+}
+
+void load_model(sentencepiece::SentencePieceProcessor& sp, const std::string& path, const std::string& option) {
+  if (!fs::exists(path)) throw InputError(option + " " + path + ": no such file");
+  const auto st = sp.Load(path);
+  if (!st.ok()) throw InputError(option + " " + path + ": not a SentencePiece model (" + std::string(st.message()) + ")");
+}
+
+std::string read_stdin() {
+  std::stringstream ss;
+  ss << std::cin.rdbuf();
+  return ss.str();
+}
+
+struct TokenizeOptions {
+  std::vector<std::string> inputs;
+  std::string out, tokenizer, model_type = "bpe";
+  int vocab_size = 0;
+  double val_fraction = 0.1;
+  bool from_config = false;  // poslab tokenizing a text config: errors name its keys, not these flags
+};
+
+void tokenize(const TokenizeOptions& o) {
+  if (o.inputs.empty()) throw InputError("tokenize: --input FILE is required (one or more)");
+  if (o.out.empty()) throw InputError("tokenize: --out DIR is required");
+  if (o.tokenizer.empty() == (o.vocab_size == 0))
+    throw InputError("tokenize: give --vocab-size N (train a model) or --tokenizer M.model (use one), exactly one");
+  if (o.vocab_size != 0 && (o.vocab_size < 260 || o.vocab_size > 1000000))
+    throw InputError("--vocab-size " + std::to_string(o.vocab_size) + ": expected 260 (256 bytes + 4) to 1000000");
+  if (!(o.val_fraction > 0 && o.val_fraction < 1)) throw InputError("--val-fraction: expected a fraction in (0, 1)");
+  if (fs::exists(o.out) && !(fs::is_directory(o.out) && fs::is_empty(o.out)))
+    throw InputError("--out " + o.out + ": already exists and is not an empty directory");
+  int64_t total = 0;
+  const std::string input_name = o.from_config ? "data.path " : "--input ";
+  for (const auto& p : o.inputs) {
+    if (!fs::is_regular_file(p)) throw InputError(input_name + p + ": no such file");
+    poslab::tok::check_utf8_file(p, input_name + p);
+    total += static_cast<int64_t>(fs::file_size(p));
+  }
+  std::vector<Segment> train, val;
+  split_inputs(o.inputs, o.val_fraction, &train, &val);
+  if (train.empty() || val.empty())
+    throw InputError("--input: " + std::to_string(total) + " bytes leave an empty " + (train.empty() ? "training" : "validation") +
+                     " split at --val-fraction " + std::to_string(o.val_fraction));
+  sentencepiece::SentencePieceProcessor sp;
+  std::string model_bytes;
+  if (!o.tokenizer.empty()) {
+    load_model(sp, o.tokenizer, o.from_config ? "data.tokenizer.model" : "--tokenizer");
+    model_bytes = sp.serialized_model_proto();
+  } else {
+    // Identity normalisation, no dummy prefix and byte fallback: every UTF-8 text round-trips.
+    const std::unordered_map<std::string, std::string> args = {
+        {"model_type", o.model_type}, {"vocab_size", std::to_string(o.vocab_size)},
+        {"byte_fallback", "true"}, {"normalization_rule_name", "identity"}, {"add_dummy_prefix", "false"},
+        {"remove_extra_whitespaces", "false"}, {"character_coverage", "0.9995"}, {"hard_vocab_limit", "false"},
+        {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"pad_id", "-1"},
+        {"input_sentence_size", "2000000"}, {"shuffle_input_sentence", "true"}, {"max_sentence_length", "16384"},
+        {"num_threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))}, {"minloglevel", "2"},
+        {"model_prefix", ""}};
+    if (total >= (16 << 20)) std::fprintf(stderr, "poslab tokenize: training a %s model of %d pieces\n", o.model_type.c_str(), o.vocab_size);
+    LineIterator lines(train);
+    const auto st = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model_bytes);
+    if (!st.ok())
+      throw InputError((o.from_config ? "data.tokenizer.sentencepiece.vocab_size " : "--vocab-size ") +
+                       std::to_string(o.vocab_size) + ": SentencePiece could not train on the text (" + std::string(st.message()) + ")");
+    const auto lst = sp.LoadFromSerializedProto(model_bytes);
+    if (!lst.ok()) throw std::runtime_error("sentencepiece: " + lst.ToString());
+  }
+  const int vocab = sp.GetPieceSize();
+  const int bytes = vocab <= 65536 ? 2 : 4;
+  const std::string partial = o.out + ".partial-" + std::to_string(::getpid());
+  fs::remove_all(partial);
+  fs::create_directories(partial);
+  try {
+    Progress progress{total};
+    const int eot = sp.eos_id();
+    const int64_t n_train = encode_segments(sp, train, partial + "/train.bin", bytes, eot, progress);
+    const int64_t n_val = encode_segments(sp, val, partial + "/val.bin", bytes, eot, progress);
+    std::ofstream(partial + "/tokenizer.model", std::ios::binary) << model_bytes;
+    nlohmann::json sources = nlohmann::json::array();
+    for (const auto& p : o.inputs) sources.push_back(fs::absolute(p).string());
+    const nlohmann::json meta = {{"vocab_size", vocab}, {"dtype", bytes == 2 ? "uint16" : "uint32"},
+                                 {"eot_id", eot >= 0 ? nlohmann::json(eot) : nlohmann::json()},
+                                 {"tokenizer", "tokenizer.model"}, {"train_tokens", n_train}, {"val_tokens", n_val},
+                                 {"val_fraction", o.val_fraction}, {"sources", sources}};
+    std::ofstream(partial + "/meta.json") << meta.dump(2) << "\n";
+    if (fs::exists(o.out)) fs::remove(o.out);  // an empty directory (checked above)
+    std::error_code ec;
+    fs::rename(partial, o.out, ec);
+    if (ec) {
+      // Another process tokenizing the same text into the same cache entry got there first.
+      if (fs::exists(o.out + "/meta.json")) fs::remove_all(partial);
+      else throw std::runtime_error("cannot move " + partial + " to " + o.out + ": " + ec.message());
+    }
+    std::fprintf(stderr, "poslab tokenize: %lld training and %lld validation tokens (vocabulary %d) in %s\n",
+                 static_cast<long long>(n_train), static_cast<long long>(n_val), vocab, o.out.c_str());
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    throw;
+  }
+}
+
+void encode(const std::string& model, const std::string& source) {
+  sentencepiece::SentencePieceProcessor sp;
+  load_model(sp, model, "--model");
+  const std::string text = read_stdin();
+  size_t carry = 0;
+  const int64_t bad = poslab::tok::invalid_utf8_at(text.data(), text.size(), 0, false, &carry);
+  if (bad >= 0) throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(bad));
+  std::vector<int> ids;
+  const auto st = sp.Encode(text, &ids);
+  if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());
+  for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+  std::cout << "\n";
+}
+
+void decode(const std::string& model) {
+  sentencepiece::SentencePieceProcessor sp;
+  load_model(sp, model, "--model");
+  std::vector<int> ids;
+  std::stringstream in(read_stdin());
+  for (std::string item; in >> item;) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != item.size() || v < 0 || v >= sp.GetPieceSize())
+      throw InputError("decode: '" + item + "' is not an id below " + std::to_string(sp.GetPieceSize()));
+    ids.push_back(static_cast<int>(v));
+  }
+  std::string text;
+  const auto st = sp.Decode(ids, &text);
+  if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());
+  std::cout << text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"poslab-tokenize: SentencePiece for poslab (train/apply a model, encode, decode)"};
+  app.require_subcommand(1);
+  TokenizeOptions t;
+  auto* tok = app.add_subcommand("tokenize", "Write train.bin, val.bin, meta.json and tokenizer.model from text files");
+  tok->add_option("--input,-i", t.inputs, "UTF-8 text files (one document each)");
+  tok->add_option("--out,-o", t.out, "Output directory (new, or empty)");
+  tok->add_option("--vocab-size", t.vocab_size, "Train a SentencePiece model of this many pieces");
+  tok->add_option("--model-type", t.model_type, "bpe or unigram")->check(CLI::IsMember({"bpe", "unigram"}));
+  tok->add_option("--tokenizer", t.tokenizer, "Apply this SentencePiece .model instead of training one");
+  tok->add_option("--val-fraction", t.val_fraction, "Tail fraction of the text held out for validation");
+  tok->add_flag("--from-config", t.from_config, "Errors name poslab's config keys (poslab itself passes this)")->group("");
+  std::string model, source = "stdin";
+  auto* enc = app.add_subcommand("encode", "Text on stdin -> ids on stdout");
+  enc->add_option("--model", model, "SentencePiece .model")->required();
+  enc->add_option("--source", source, "How errors name the text");
+  auto* dec = app.add_subcommand("decode", "Ids on stdin -> text on stdout");
+  dec->add_option("--model", model, "SentencePiece .model")->required();
+  try {
+    app.parse(argc, argv);
+    if (*tok) tokenize(t);
+    if (*enc) encode(model, source);
+    if (*dec) decode(model);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "poslab: error: tokenize: " << e.what() << " (see poslab tokenize --help)\n";
+    return 2;
+  } catch (const InputError& e) {
+    std::cerr << "poslab: error: " << e.what() << "\n";
+    return 2;
+  } catch (const fs::filesystem_error& e) {
+    std::cerr << "poslab: error: " << e.path1().string() << ": " << e.code().message() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "poslab: failed: tokenize: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,282 @@
+// Token files, meta.json and meta.pkl: files written independently by numpy and by Python's pickle
+// (Debian's /usr/bin/python3) read back to the values a formula in the test gives, and every bad
+// shape refused with a ConfigError naming the file.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <set>
+
+#include "config/config.h"
+#include "data/corpus.h"
+#include "data/token_corpus.h"
+#include "data/token_file.h"
+#include "data/token_meta.h"
+#include "test_util.h"
+
+using namespace poslab;
+using poslab::testing::TempDir;
+
+// Runs a Python script with Debian's interpreter; false when it (or numpy) is missing.
+static bool python(const TempDir& dir, const std::string& script) {
+  const std::string path = dir.file("script.py", script);
+  return std::system(("/usr/bin/python3 " + path + " >/dev/null 2>&1").c_str()) == 0;
+}
+static bool have_numpy() { return std::system("/usr/bin/python3 -c 'import numpy' >/dev/null 2>&1") == 0; }
+
+// The tokens the numpy scripts write: token i of a file with `modulus` distinct ids.
+static int64_t expected_token(int64_t i, int64_t modulus) { return (i * 7919 + 13) % modulus; }
+
+static std::string write_tokens_py(const std::string& path, const std::string& format, const std::string& dtype,
+                                   int64_t n, int64_t modulus) {
+  std::string s = "import numpy as np\n";
+  s += "toks = ((np.arange(" + std::to_string(n) + ", dtype=np.int64) * 7919 + 13) % " + std::to_string(modulus) +
+       ").astype(np." + dtype + ")\n";
+  s += "with open('" + path + "', 'wb') as f:\n";
+  if (format == "llmc") {  // llm.c's dev/data/data_common.py write_datafile, written out here
+    s += "    header = np.zeros(256, dtype=np.int32)\n";
+    s += "    header[0] = " + std::string(dtype == "uint16" ? "20240520" : "20240801") + "\n";
+    s += "    header[1] = " + std::string(dtype == "uint16" ? "1" : "7") + "\n";
+    s += "    header[2] = len(toks)\n";
+    s += "    f.write(header.tobytes())\n";
+  }
+  s += "    f.write(toks.tobytes())\n";
+  return s;
+}
+
+struct FormatCase {
+  std::string format, dtype;
+  int64_t modulus;
+};
+
+class NumpyTokenFiles : public ::testing::TestWithParam<FormatCase> {};
+
+TEST_P(NumpyTokenFiles, ReadBackAsWritten) {
+  if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is needed";
+  const auto& p = GetParam();
+  TempDir dir;
+  const int64_t n = 5003;
+  const std::string path = dir.sub("tokens.bin");
+  ASSERT_TRUE(python(dir, write_tokens_py(path, p.format, p.dtype, n, p.modulus)));
+  // "auto" finds both formats; raw uint32 needs the dtype said.
+  TokenFile f(path, "auto", p.format == "nanogpt" ? p.dtype : "auto", "test " + path);
+  EXPECT_EQ(f.layout().format, p.format);
+  EXPECT_EQ(f.layout().token_bytes, p.dtype == "uint16" ? 2 : 4);
+  EXPECT_EQ(f.layout().header_bytes, p.format == "llmc" ? 1024 : 0);
+  ASSERT_EQ(f.size(), n);
+  for (int64_t i : {int64_t{0}, int64_t{1}, int64_t{2500}, n - 1}) EXPECT_EQ(f.at(i), expected_token(i, p.modulus)) << i;
+  std::vector<int64_t> window(100);
+  f.read(4000, 100, window.data(), p.modulus);
+  for (int64_t k = 0; k < 100; ++k) EXPECT_EQ(window[k], expected_token(4000 + k, p.modulus));
+  int64_t top = 0;
+  for (int64_t i = 0; i < n; ++i) top = std::max(top, expected_token(i, p.modulus));
+  EXPECT_EQ(f.max_id(), top);
+  EXPECT_EQ(f.max_id(), top);  // the second answer comes from the cache file
+  EXPECT_TRUE(std::filesystem::exists(path + ".poslab-scan.json"));
+  // A window that holds an id at or above the vocabulary is refused with the byte offset.
+  const int64_t bad_at = 4000 + 7;
+  const int64_t small_vocab = expected_token(bad_at, p.modulus);  // that id is then out of range
+  try {
+    f.read(bad_at, 1, window.data(), small_vocab);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    const std::string offset = std::to_string(f.layout().header_bytes + bad_at * f.layout().token_bytes);
+    EXPECT_NE(std::string(e.what()).find("at byte offset " + offset), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, NumpyTokenFiles,
+                         ::testing::Values(FormatCase{"nanogpt", "uint16", 65535}, FormatCase{"nanogpt", "uint32", 1000003},
+                                           FormatCase{"llmc", "uint16", 50257}, FormatCase{"llmc", "uint32", 128256}),
+                         [](const auto& info) { return info.param.format + "_" + info.param.dtype; });
+
+static std::vector<uint8_t> llmc_header(int32_t magic, int32_t count) {
+  std::vector<uint8_t> h(1024, 0);
+  auto put = [&](int at, int32_t v) {
+    for (int b = 0; b < 4; ++b) h[at + b] = static_cast<uint8_t>((static_cast<uint32_t>(v) >> (8 * b)) & 0xFF);
+  };
+  put(0, magic);
+  put(4, 1);
+  put(8, count);
+  return h;
+}
+
+static std::string layout_error(const std::vector<uint8_t>& head, uint64_t size, const std::string& format,
+                                const std::string& dtype) {
+  try {
+    token_file_layout(head.data(), head.size(), size, format, dtype, "f.bin");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TokenFileLayout, RefusesEveryBadShapeNamingTheFile) {
+  const std::vector<uint8_t> raw(16, 1);
+  EXPECT_NE(layout_error(raw, 7, "auto", "auto").find("f.bin: 7 bytes is not a whole number of uint16 tokens"), std::string::npos);
+  EXPECT_NE(layout_error(raw, 6, "nanogpt", "uint32").find("not a whole number of uint32"), std::string::npos);
+  EXPECT_NE(layout_error(raw, 0, "auto", "auto").find("holds no tokens"), std::string::npos);
+  EXPECT_NE(layout_error(std::vector<uint8_t>(1024, 1), 2048, "llmc", "auto").find("expected llm.c's magic 20240520"),
+            std::string::npos);
+  EXPECT_NE(layout_error(raw, 16, "llmc", "auto").find("shorter than llm.c's 1024-byte header"), std::string::npos);
+  // header count 10 uint16 = 20 bytes, but 22 follow
+  EXPECT_NE(layout_error(llmc_header(kLlmcMagicU16, 10), 1024 + 22, "auto", "auto")
+                .find("the llm.c header says 10 tokens (20 bytes) but the file holds 22 bytes"),
+            std::string::npos);
+  EXPECT_NE(layout_error(llmc_header(kLlmcMagicU16, 10), 1044, "auto", "uint32").find("data.dtype is uint32"), std::string::npos);
+  // Accepted: the count agrees; uint32 from the magic.
+  auto l = token_file_layout(llmc_header(kLlmcMagicU32, 10).data(), 1024, 1024 + 40, "auto", "auto", "f.bin");
+  EXPECT_EQ(l.token_bytes, 4);
+  EXPECT_EQ(l.count, 10);
+  // Without the magic, auto reads a raw array.
+  l = token_file_layout(raw.data(), raw.size(), 16, "auto", "auto", "f.bin");
+  EXPECT_EQ(l.format, "nanogpt");
+  EXPECT_EQ(l.count, 8);
+}
+
+// nanoGPT's data/shakespeare_char/prepare.py, its meta part written out again here.
+static std::string prepare_meta_py(const std::string& text_path, const std::string& out, int protocol) {
+  return "import pickle\n"
+         "data = open('" + text_path + "', encoding='utf-8').read()\n"
+         "chars = sorted(list(set(data)))\n"
+         "vocab_size = len(chars)\n"
+         "stoi = { ch:i for i,ch in enumerate(chars) }\n"
+         "itos = { i:ch for i,ch in enumerate(chars) }\n"
+         "meta = {'vocab_size': vocab_size, 'itos': itos, 'stoi': stoi}\n"
+         "with open('" + out + "', 'wb') as f:\n"
+         "    pickle.dump(meta, f" + (protocol > 0 ? ", protocol=" + std::to_string(protocol) : std::string()) + ")\n";
+}
+
+TEST(MetaPkl, ReadsWhatPythonsPickleWritesAtProtocols2To5) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "First Citizen: caf\xc3\xa9 & na\xc3\xafve, line " + std::to_string(i) + "!\n";
+  const std::string text_path = dir.file("input.txt", text);
+  // The characters, sorted by code point (bytewise order of UTF-8 is code point order).
+  std::set<std::string> unique;
+  for (size_t i = 0; i < text.size();) {
+    const size_t len = (static_cast<unsigned char>(text[i]) < 0x80) ? 1 : 2;
+    unique.insert(text.substr(i, len));
+    i += len;
+  }
+  const std::vector<std::string> chars(unique.begin(), unique.end());
+  for (int protocol : {0, 2, 3, 4, 5}) {  // 0: the default of the running Python (4 or 5)
+    const std::string out = dir.sub("meta" + std::to_string(protocol) + ".pkl");
+    if (!python(dir, prepare_meta_py(text_path, out, protocol))) GTEST_SKIP() << "/usr/bin/python3 is needed";
+    std::ifstream in(out, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto m = parse_meta_pkl(bytes, out);
+    EXPECT_EQ(m.vocab_size, static_cast<int64_t>(chars.size())) << protocol;
+    EXPECT_EQ(m.itos, chars) << protocol;
+  }
+}
+
+TEST(MetaPkl, RefusesOtherShapesInOneLine) {
+  TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"[1, 2, 3]", "pickle opcode 0x5d"},  // EMPTY_LIST: lists are not read
+      {"{'vocab_size': 3}", "itos missing"},
+      {"{'vocab_size': 2, 'itos': {0: 'a', 1: 'b', 5: 'c'}}", "outside 0..vocab_size-1"},
+      {"{'vocab_size': 2, 'itos': {0: 'a', 1: 2}}", "itos must map integers to strings"},
+      {"{'vocab_size': 2.5, 'itos': {}}", "pickle opcode"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const std::string out = dir.sub("bad" + std::to_string(i) + ".pkl");
+    if (!python(dir, "import pickle\npickle.dump(" + cases[i].first + ", open('" + out + "', 'wb'), protocol=4)\n"))
+      GTEST_SKIP() << "/usr/bin/python3 is needed";
+    std::ifstream in(out, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      parse_meta_pkl(bytes, out);
+      ADD_FAILURE() << cases[i].first;
+    } catch (const ConfigError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(out + ": not nanoGPT's meta.pkl"), std::string::npos) << what;
+      EXPECT_NE(what.find(cases[i].second), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos);
+    }
+  }
+  // Protocol 1 and truncation.
+  EXPECT_THROW(parse_meta_pkl(std::string("\x80\x01}q\x00.", 6), "p1.pkl"), ConfigError);
+  EXPECT_THROW(parse_meta_pkl(std::string("\x80\x04\x95", 3), "cut.pkl"), ConfigError);
+  EXPECT_THROW(parse_meta_pkl("", "empty.pkl"), ConfigError);
+}
+
+TEST(MetaJson, ReadsPoslabsSidecarAndRefusesBadValues) {
+  auto m = parse_meta_json(R"({"vocab_size": 300, "dtype": "uint16", "eot_id": 2, "tokenizer": "tok.model"})", "/d/meta.json");
+  EXPECT_EQ(m.vocab_size, 300);
+  EXPECT_EQ(m.dtype, "uint16");
+  EXPECT_EQ(m.eot_id, 2);
+  EXPECT_EQ(m.tokenizer, "/d/tok.model");
+  for (const char* bad : {R"([1])", R"({"dtype": "uint16"})", R"({"vocab_size": 70000, "dtype": "uint16"})",
+                          R"({"vocab_size": 10, "eot_id": 10})", R"({"vocab_size": 10, "dtype": "int8"})", "{"})
+    EXPECT_THROW(parse_meta_json(bad, "/d/meta.json"), ConfigError) << bad;
+}
+
+static void write_u16(const std::string& path, const std::vector<uint16_t>& ids) {
+  std::ofstream f(path, std::ios::binary);
+  for (uint16_t v : ids) f.put(static_cast<char>(v & 0xFF)).put(static_cast<char>(v >> 8));
+}
+
+static Config token_config(const std::string& dir) {
+  Config c;
+  c.data.kind = "tokens";
+  c.data.dir = dir;
+  c.model.block_size = 8;
+  return c;
+}
+
+TEST(TokenCorpus, WindowsAndBatchesComeFromTheFiles) {
+  TempDir dir;
+  std::vector<uint16_t> train(1000), val(200);
+  for (size_t i = 0; i < train.size(); ++i) train[i] = static_cast<uint16_t>(i % 50);
+  for (size_t i = 0; i < val.size(); ++i) val[i] = static_cast<uint16_t>((i * 3) % 50);
+  write_u16(dir.sub("train.bin"), train);
+  write_u16(dir.sub("val.bin"), val);
+  Config c = token_config(dir.path.string());
+  c.data.vocab_size = 50;
+  auto corpus = make_corpus(c);
+  EXPECT_EQ(corpus->tokenizer().size(), 50);
+  const auto& text = static_cast<const TextCorpus&>(*corpus);
+  EXPECT_EQ(text.split_tokens(Split::Train), 1000);
+  EXPECT_EQ(text.split_tokens(Split::Val), 200);
+  auto w = text.windows(Split::Val, {10, 100}, 5);  // (2, 5)
+  for (int k = 0; k < 5; ++k) {
+    EXPECT_EQ(w[0][k].item<int64_t>(), val[10 + k]);
+    EXPECT_EQ(w[1][k].item<int64_t>(), val[100 + k]);
+  }
+  Rng rng(3);
+  auto b = corpus->batch(Split::Train, 4, rng);
+  ASSERT_EQ(b.x.sizes(), (std::vector<int64_t>{4, 8}));
+  // Consecutive training tokens: each row counts up by one modulo 50, and y is x shifted.
+  for (int r = 0; r < 4; ++r)
+    for (int t = 0; t < 8; ++t) EXPECT_EQ(b.y[r][t].item<int64_t>(), (b.x[r][t].item<int64_t>() + 1) % 50);
+}
+
+TEST(TokenCorpus, RefusesIdsAtOrAboveTheVocabularyAndShortValidation) {
+  TempDir dir;
+  std::vector<uint16_t> train(100, 1), val(100, 1);
+  train[37] = 60;  // byte offset 74
+  write_u16(dir.sub("train.bin"), train);
+  write_u16(dir.sub("val.bin"), val);
+  Config c = token_config(dir.path.string());
+  c.data.vocab_size = 50;
+  try {
+    make_corpus(c);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.bin: token id 60 at byte offset 74 (token 37)"), std::string::npos) << e.what();
+  }
+  c.data.vocab_size = 61;
+  c.eval.lengths = {64, 128};  // val holds 100 tokens, 129 needed
+  try {
+    make_corpus(c);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("val.bin: 100 tokens is too short"), std::string::npos) << e.what();
+  }
+  c.eval.lengths = {64};
+  EXPECT_NO_THROW(make_corpus(c));
+  c.data.vocab_size = 0;  // no meta.json or meta.pkl beside the files either
+  EXPECT_THROW(make_corpus(c), ConfigError);
+}
