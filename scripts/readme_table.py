@@ -58,7 +58,34 @@ def table(res):
         where = ("%d-%d" % (span[0], span[-1]) if len(span) > 1 else "%d" % span[0]) + " " + res.get("length_unit", "tokens")
         items = ", ".join("%s %.2f" % (it["name"], it["mrr"]) for it in rk["items"] if it.get("mrr") is not None)
         lines += ["", "Ranking by mean reciprocal rank over %s: %s." % (where, items)]
+    lines += retrieval_table(res)
     return "\n".join(lines)
+
+
+def retrieval_table(res):
+    """With a passkey probe: exact match by length (depths pooled, [Wilson 95%]) and the effective length."""
+    pk = (res.get("probes") or {}).get("passkey")
+    if not pk:
+        return []
+    lengths = sorted({l["length"] for g in pk["groups"] for l in g["lengths"]})
+    train = pk["train_length"]
+    out = ["", "Passkey retrieval, exact match (%d-digit keys, %s filler, depths pooled, [Wilson 95%%]):" % (pk["digits"], pk["haystack"]),
+           "", "| encoding | " + " | ".join(str(L) for L in lengths) + " | effective length |",
+           "|---|" + "---|" * (len(lengths) + 1)]
+    for g in pk["groups"]:
+        values = []
+        for L in lengths:
+            l = next((x for x in g["lengths"] if x["length"] == L), None)
+            if l is None or l.get("exact_mean") is None:
+                values.append("n/a")
+            else:
+                text = "%.2f [%.2f, %.2f]" % (l["exact_mean"], l["exact_low"], l["exact_high"])
+                values.append("**%s**" % text if l["exact_low"] >= pk["threshold"] else text)
+        eff = g["effective_length_min"]
+        out.append("| %s | %s | %s |" % (g["group"], " | ".join(values), "%d (%gx)" % (eff, eff / train) if eff else "none"))
+    out += ["", "Ranking by retrieval (effective length, then exact match past %d tokens): %s." %
+            (train, ", ".join(r["name"] for r in pk["ranking"]))]
+    return out
 
 
 def block(text, name):

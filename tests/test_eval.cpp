@@ -168,7 +168,7 @@ TEST(Eval, EveryLengthAndProtocolScoresTheSameTargets) {
   train_new(c, dir.sub("run"));
   auto run = load_run(dir.sub("run"));
   auto corpus = make_corpus(run.config, run.tokenizer);
-  const int64_t N = static_cast<const TextCorpus&>(*corpus).tokens(Split::Val).size(0);
+  const int64_t N = static_cast<const TextCorpus&>(*corpus).split_tokens(Split::Val);
   for (int tokens : {0, 1000}) {
     EvalOptions o;
     o.lengths = {32, 48, 64, 128, 256};
@@ -194,8 +194,9 @@ TEST(Eval, WindowsLossIsTheLastWindowsOfTheSplit) {
   train_new(c, dir.sub("run"));
   auto run = load_run(dir.sub("run"));
   auto corpus = make_corpus(run.config, run.tokenizer);
-  const auto& val = static_cast<const TextCorpus&>(*corpus).tokens(Split::Val);
-  const int64_t N = val.size(0), L = 40;
+  const auto& text = static_cast<const TextCorpus&>(*corpus);
+  const int64_t N = text.split_tokens(Split::Val), L = 40;
+  const auto val = text.windows(Split::Val, {0}, N)[0];  // the whole split, (N,)
   EvalOptions o{{static_cast<int>(L)}, 1, 2, /*stride=*/static_cast<int>(L), /*tokens=*/static_cast<int>(3 * L)};
   Runtime rt = make_runtime(run.config);
   auto eval = evaluate(run.model, *corpus, run.config, o, rt);

@@ -414,7 +414,7 @@ json config_to_json(const Config& c) {
         {"max_len", c.data.max_len}, {"symbols", c.data.symbols}, {"val_fraction", c.data.val_fraction},
         {"probes", {{"passkey", {{"fraction", c.data.probes.passkey.fraction}, {"digits", c.data.probes.passkey.digits},
                                  {"haystack", c.data.probes.passkey.haystack},
-                                 {"template", c.data.probes.passkey.template_name}, {"loss", c.data.probes.passkey.loss}}}}}},
+                                 {"template", c.data.probes.passkey.template_name}, {"loss", c.data.probes.passkey.loss}}}}},
         {"tokenizer",
          {{"sentencepiece", {{"vocab_size", c.data.tokenizer.sp_vocab_size}, {"model_type", c.data.tokenizer.sp_model_type}}},
           {"model", c.data.tokenizer.model}}},
