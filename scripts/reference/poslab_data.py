@@ -27,7 +27,7 @@ DEFAULTS = {
               "pos_encoding": {"kind": "learned", "base": 10000.0, "scale": 0.0, "bits": 16, "signed": True}},
     "train": {"max_iters": 2000, "batch_size": 32, "learning_rate": 1e-3, "min_lr": 1e-4, "warmup_iters": 100,
               "lr_decay_iters": 0, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.99, "grad_clip": 1.0,
-              "eval_interval": 250, "eval_iters": 20, "log_interval": 50, "precision": "auto", "threads": 0},
+              "eval_interval": 250, "checkpoint_interval": 0, "eval_iters": 20, "log_interval": 50, "precision": "auto", "threads": 0},
     "eval": {"lengths": [], "batches": 4, "batch_size": 32, "stride": 0, "tokens": 0},
 }
 

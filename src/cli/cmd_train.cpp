@@ -39,6 +39,7 @@ void add_train(CLI::App& app) {
     std::string config, out, resume, init_from;
     std::vector<std::string> sets;
     int64_t stop_at = 0;
+    bool resume_if_exists = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("train", "Train a GPT from a JSON config (or resume a run)");
@@ -49,6 +50,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--init-from", o->init_from,
                   "Start a new run from this run's weights (new optimizer and schedule; e.g. a longer block_size); "
                   "without --config, from its config too (default --out: RUN-ft)");
+  cmd->add_flag("--resume-if-exists", o->resume_if_exists,
+                "With --config: continue the run in --out when it exists (the same config), else start it; the "
+                "command a launcher restarts after a failure (torchrun --max_restarts)");
   cmd->add_option("--stop-at", o->stop_at, "Checkpoint and stop before this step (resume later with --resume)")
       ->check(positive_integer());
   cmd->callback([o] {
@@ -76,7 +80,19 @@ void add_train(CLI::App& app) {
       if (!o->out.empty()) dir = o->out;
       else if (o->config.empty()) dir = source.string() + "-ft";
       else dir = "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind;
-      result = train_new(c, dir, o->stop_at, o->init_from, launch);
+      if (o->resume_if_exists && is_run_dir(dir)) {
+        // A restarted launch: the run it started before, from its last checkpoint, if it is this config.
+        Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
+        saved.model.vocab_size = c.model.vocab_size;
+        const auto diff = nlohmann::json::diff(config_to_json(saved), config_to_json(c));
+        if (!diff.empty())
+          throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" +
+                            diff[0]["path"].get<std::string>() + " differs); pick another --out");
+        spdlog::info("--resume-if-exists: continuing the run in {}", dir);
+        result = train_resume(dir, o->stop_at, launch);
+      } else {
+        result = train_new(c, dir, o->stop_at, o->init_from, launch);
+      }
     }
     if (result.status == "interrupted") std::exit(stop_requested() ? 130 : 0);  // --stop-at is no failure
     if (launch.rank != 0) return;  // the evaluation and its eval.json belong to rank 0 too

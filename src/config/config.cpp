@@ -354,6 +354,7 @@ Config config_from_json(const json& j) {
   t.beta2 = get<double>(full, "train.beta2");
   t.grad_clip = get<double>(full, "train.grad_clip");
   t.eval_interval = get<int>(full, "train.eval_interval");
+  t.checkpoint_interval = get<int>(full, "train.checkpoint_interval");
   t.eval_iters = get<int>(full, "train.eval_iters");
   t.log_interval = get<int>(full, "train.log_interval");
   t.precision = get<std::string>(full, "train.precision");
@@ -373,6 +374,8 @@ Config config_from_json(const json& j) {
   require(t.beta2 >= 0 && t.beta2 < 1, "train.beta2", "in [0, 1)", t.beta2);
   require(t.grad_clip >= 0, "train.grad_clip", ">= 0 (0 turns clipping off)", t.grad_clip);
   require(t.eval_interval > 0, "train.eval_interval", "positive", t.eval_interval);
+  require(t.checkpoint_interval >= 0, "train.checkpoint_interval", ">= 0 (0 = at every evaluation only)",
+          t.checkpoint_interval);
   require(t.eval_iters > 0, "train.eval_iters", "positive", t.eval_iters);
   require(t.log_interval > 0, "train.log_interval", "positive", t.log_interval);
   require(t.dist_bucket_mb > 0 && t.dist_bucket_mb <= 4096, "train.dist_bucket_mb", "in (0, 4096] MiB",
@@ -436,6 +439,7 @@ json config_to_json(const Config& c) {
         {"warmup_iters", c.train.warmup_iters}, {"lr_decay_iters", c.train.lr_decay_iters},
         {"weight_decay", c.train.weight_decay}, {"beta1", c.train.beta1}, {"beta2", c.train.beta2},
         {"grad_clip", c.train.grad_clip}, {"eval_interval", c.train.eval_interval},
+        {"checkpoint_interval", c.train.checkpoint_interval},
         {"eval_iters", c.train.eval_iters}, {"log_interval", c.train.log_interval},
         {"precision", c.train.precision}, {"threads", c.train.threads},
         {"batch_shards", c.train.batch_shards}, {"fused_adamw", c.train.fused_adamw},

@@ -118,6 +118,9 @@ struct TrainConfig {
   double beta2 = 0.99;
   double grad_clip = 1.0;  // 0 turns clipping off
   int eval_interval = 250;
+  // Steps between checkpoints besides those at every evaluation (0: only at evaluations); bounds the
+  // steps a restarted run recomputes.
+  int checkpoint_interval = 0;
   int eval_iters = 20;
   int log_interval = 50;
   std::string precision = "auto";  // auto|fp32|bf16 (auto: bf16 where the hardware has it)

@@ -265,6 +265,8 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
         metrics.write({{"step", step}, {"val_loss", last_val}});
         spdlog::info("step {:>6}/{} | val {:.4f} | best {:.4f}", step, t.max_iters, last_val, state.best_val_loss);
         checkpoint();
+      } else if (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0) {
+        checkpoint();
       }
       if (last) break;
       // A signal may reach one rank a step before another: the ranks agree on it every step.

@@ -17,6 +17,8 @@ check "results.json written" test -f out/results.json
 check "results.csv written" test -f out/results.csv
 check "the failed cell is recorded as failed with its error" grep -q '"error": "model too large for this machine' out/results.json
 check "the valid cells ran" test -f out/cells/kind=rope_n_embd=16/eval.json -a -f out/cells/kind=learned_n_embd=16/eval.json
+check "a task cell's eval.json holds the documented fields (docs/outputs.md)" \
+  /usr/bin/python3 "$CLI_DIR/py/check_eval_json.py" out/cells/kind=rope_n_embd=16/eval.json "$CLI_DIR/../../docs/outputs.md"
 check "results.csv follows RFC 4180 and holds results.json's rows (docs/outputs.md fields)" \
   /usr/bin/python3 "$CLI_DIR/py/check_results_csv.py" out "$CLI_DIR/../../docs/outputs.md"
 check "the table is printed" grep -q "exact match by eval length" log1

@@ -160,6 +160,45 @@ if [ -x "$TORCHRUN" ] && "$TORCHRUN" --help > /dev/null 2>&1; then
     "$POSLAB" train -c tiny.json --out via-torchrun > torchrun.log 2>&1
   check "torchrun with two ranks finishes (exit $?)" test -f via-torchrun/model.pt
   check "torchrun logs the direct launch's losses exactly" losses_match two/metrics.jsonl via-torchrun/metrics.jsonl 0
+  # A rank SIGKILLed twice mid-run under `torchrun --max_restarts`: torchrun restarts every rank with
+  # the same command, `--resume-if-exists` continues from the last checkpoint (every 10 steps here),
+  # and the final weights equal an uninterrupted run's bit for bit.
+  # (2 layers, 64 wide: steps slow enough, ~10 ms, for the kills to land mid-run on a fast machine too)
+  sed 's/"max_iters": 20/"max_iters": 400, "checkpoint_interval": 10/; s/"log_interval": 1/"log_interval": 10/;
+       s/"n_layer": 1, "n_embd": 16/"n_layer": 2, "n_embd": 64/' tiny.json > restart.json
+  elastic() {  # elastic OUT: the run under torchrun, restarted up to 3 times
+    "$TORCHRUN" --no_python -r 1 -t 1 --nproc_per_node 2 --max_restarts 3 --monitor_interval 1 \
+      --master_port "$(free_port)" "$POSLAB" train -c restart.json --out "$1" --resume-if-exists
+  }
+  start=$(date +%s)
+  elastic uninterrupted > uninterrupted.log 2>&1
+  check "the uninterrupted elastic run finishes (exit $?, $(( $(date +%s) - start )) s)" test -f uninterrupted/model.pt
+  last_step() { tail -1 restarted/metrics.jsonl 2> /dev/null | "$PY" -c 'import json, sys; print(json.loads(sys.stdin.read() or "{}").get("step", -1))' 2> /dev/null || echo -1; }
+  rank1_pid() {  # the live rank-1 worker of this run (RANK=1 in its environment)
+    local p
+    for p in $(pgrep -f -- "--out restarted --resume-if-exists"); do
+      tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx RANK=1 && { echo "$p"; return; }
+    done
+  }
+  elastic restarted > restarted.log 2>&1 &
+  launcher=$!
+  kills=0
+  for threshold in 60 200; do
+    for _ in $(seq 1 600); do [ "$(last_step)" -ge "$threshold" ] && break; sleep 0.05; done
+    pid=$(rank1_pid)
+    [ -n "$pid" ] && [ "$(last_step)" -lt 390 ] && kill -9 "$pid" && kills=$((kills + 1))
+    sleep 1
+  done
+  wait "$launcher"
+  status=$?
+  check "torchrun --max_restarts finishes the run after rank 1 was SIGKILLed twice (exit $status, kills $kills)" \
+    test "$status" -eq 0 -a "$kills" -eq 2 -a -f restarted/model.pt
+  check "...resuming from a checkpoint each time" test "$(grep -c 'continuing the run in restarted' restarted.log)" -ge 2
+  check "...to the uninterrupted run's weights, bit for bit" "$PY" -c '
+import sys, torch
+a, b = torch.load("uninterrupted/model.pt"), torch.load("restarted/model.pt")
+assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "weights differ"'
+  check "...and its losses, after the recomputed steps" losses_match uninterrupted/metrics.jsonl restarted/metrics.jsonl 0
 else
   echo "note: $TORCHRUN missing or broken (python3-torch): its launch is not tested here"
 fi

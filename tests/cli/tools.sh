@@ -36,6 +36,20 @@ out=$("$POSLAB" pe --kind rope --dim 16 --positions 4 --rope-scaling yarn --fact
 check "pe --rope-scaling yarn csv prints inv_freq and attention_factor" \
   bash -c "printf '%s' \"\$1\" | grep -q '^\"inv_freq\",7,,,' && printf '%s' \"\$1\" | grep -q '^\"attention_factor\",,,,1\.1386'" _ "$out"
 
+# Text: the end-of-training eval.json holds the documented fields and scores the same targets at
+# every length and in both protocols (the whole validation split).
+printf '{"data": {"kind": "text", "path": "%s"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16,
+ "pos_encoding": {"kind": "alibi"}}, "train": {"max_iters": 3, "precision": "fp32", "threads": 1}, "eval": {"lengths": [16, 48, 100]}}\n' \
+  "$CLI_DIR/../../data/text/licenses.txt" > text.json
+"$POSLAB" train -c text.json --out text-run > /dev/null 2>&1
+check "text eval.json holds the documented fields" \
+  /usr/bin/python3 "$CLI_DIR/py/check_eval_json.py" text-run/eval.json "$CLI_DIR/../../docs/outputs.md"
+check "text eval.json: scored_tokens equal at every length and in both protocols" /usr/bin/python3 -c '
+import json, sys
+r = json.load(open("text-run/eval.json"))["results"]
+n = {x["scored_tokens"] for x in r} | {x["sliding"]["scored_tokens"] for x in r}
+assert len(r) == 3 and len(n) == 1 and n.pop() > 10000, r'
+
 printf '{"data": {"task": "sort", "max_len": 6}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 5, "precision": "fp32", "threads": 1}}\n' > sort.json
 out=$("$POSLAB" data -c sort.json --n 4)
 check "data prints 4 sort examples with sorted answers" bash -c "printf '%s\n' \"$out\" | grep -v '^#' | /usr/bin/python3 -c '
