@@ -110,15 +110,16 @@ PY
 check "deterministic from the seed" bash -c "head -20 power.jsonl | cmp -s - again.jsonl"
 check "another seed, other examples" bash -c "! cmp -s again.jsonl other.jsonl"
 
-# A tiny run learns recall: answer accuracy at the training length well above chance (0.1, and above
-# the 1/K of guessing among the example's own values).
+# A tiny run learns recall: answer accuracy at the training length well above chance (0.1) and above
+# what guessing among the example's own values gets (about 0.55 with 2 pairs). Measured: 1.00 by 800
+# steps, loss 0.05 at 400 (2 pairs; 4 pairs did not leave that plateau within 2000 steps at this size).
 cat > tiny.json <<JSON
 {"extends": "$MQAR",
- "data": {"min_len": 4, "max_len": 4, "symbols": 8},
- "model": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 24, "pos_encoding": {"kind": "alibi"}},
- "train": {"max_iters": 300, "batch_size": 32, "learning_rate": 3e-3, "warmup_iters": 20, "precision": "fp32",
-           "eval_interval": 300, "eval_iters": 2, "log_interval": 100},
- "eval": {"lengths": [4, 6, 8, 12], "batches": 4, "batch_size": 50}}
+ "data": {"min_len": 2, "max_len": 2, "symbols": 8},
+ "model": {"n_layer": 2, "n_head": 4, "n_embd": 128, "block_size": 16, "pos_encoding": {"kind": "alibi"}},
+ "train": {"max_iters": 500, "batch_size": 32, "learning_rate": 1e-3, "warmup_iters": 20, "precision": "fp32",
+           "eval_interval": 500, "eval_iters": 2, "log_interval": 100},
+ "eval": {"lengths": [2, 4, 8, 12], "batches": 4, "batch_size": 50}}
 JSON
 "$POSLAB" train -c tiny.json --out run > train.log 2>&1
 check "the tiny mqar run trains" test -s run/model.pt
@@ -126,15 +127,15 @@ check "eval.json: answer accuracy at the training length well above chance; n/a 
 import json, sys
 ev = json.load(open(sys.argv[1]))
 rows = {r["length"]: r for r in ev["results"]}
-acc = rows[4]["token_acc"]
-print("mqar token accuracy at 4 pairs:", acc, "exact:", rows[4]["exact_match"])
-assert acc >= 0.5, acc
+acc = rows[2]["token_acc"]
+print("mqar answer accuracy at 2 pairs:", acc, "exact:", rows[2]["exact_match"])
+assert acc >= 0.8, acc
 assert rows[8]["status"] == "ok" and rows[12]["status"].startswith("n/a"), rows[12]["status"]
 PY
 
 # The probe: bad input first (one line, exit 2, nothing written).
-expect_fail 2 "--lengths: 12 tokens is too short for mqar: the run's 4 pairs and 4 queries need at least 13 tokens" -- \
-  "$POSLAB" probe --run run --task mqar --lengths 12,34 --no-plot
+expect_fail 2 "--lengths: 6 tokens is too short for mqar: the run's 2 pairs and 2 queries need at least 7 tokens" -- \
+  "$POSLAB" probe --run run --task mqar --lengths 6,18 --no-plot
 expect_fail 2 "--depths applies to the passkey probe only" -- "$POSLAB" probe --run run --task mqar --depths 0.5 --no-plot
 expect_fail 2 "--no-needle applies to the passkey probe only" -- "$POSLAB" probe --run run --task mqar --no-needle --no-plot
 printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 2, "precision": "fp32"}}\n' > copytask.json
@@ -143,7 +144,7 @@ expect_fail 2 "--task mqar: the run trained on data.task copy; the mqar probe sc
   "$POSLAB" probe --run copyrun --task mqar --no-plot
 check "refused probes write nothing" test ! -e run/probe-mqar.json -a ! -e copyrun/probe-mqar.json
 
-"$POSLAB" probe --run run --task mqar --lengths 17,34,68 --trials 40 --seed 5 --no-plot > probe.out 2>&1
+"$POSLAB" probe --run run --task mqar --lengths 9,18,36 --trials 40 --seed 5 --no-plot > probe.out 2>&1
 cat probe.out
 check "probe-mqar.json: fields, axes, pairs, Wilson bounds, effective length" $PY - run/probe-mqar.json <<'PY'
 import json, math, sys
@@ -151,15 +152,15 @@ p = json.load(open(sys.argv[1]))
 for k in ["task", "encoding", "train_length", "threshold", "effective_length", "effective_multiple", "trials", "seed",
           "pairs", "queries", "gaps", "power_a", "space", "results"]:
     assert k in p, k
-assert p["task"] == "mqar" and p["pairs"] == 4 and p["queries"] == 4 and p["gaps"] == "power" and p["space"] == 2
-assert p["train_length"] == 4 * (2 + 2) + 1, p["train_length"]
-want = [(L, a) for L in (17, 34, 68) for a in ("distance", "load")]
+assert p["task"] == "mqar" and p["pairs"] == 2 and p["queries"] == 2 and p["gaps"] == "power" and p["space"] == 2
+assert p["train_length"] == 2 * (2 + 2) + 1, p["train_length"]
+want = [(L, a) for L in (9, 18, 36) for a in ("distance", "load")]
 assert sorted((r["length"], r["axis"]) for r in p["results"]) == sorted(want), p["results"]
 z = 1.959963984540054
 for r in p["results"]:
     assert r["depth"] is None and r["control"] is None
     load_pairs = (r["length"] - 1) // 4
-    assert r["pairs"] == (4 if r["axis"] == "distance" else load_pairs), r
+    assert r["pairs"] == (2 if r["axis"] == "distance" else load_pairs), r
     if r["pairs"] > 8:  # more pairs than key letters (data.symbols = 8)
         assert r["status"].startswith("n/a") and r["exact"] is None, r
         continue
@@ -169,9 +170,10 @@ for r in p["results"]:
     assert abs(r["exact_low"] - max(0, c - h)) < 1e-9 and abs(r["exact_high"] - min(1, c + h)) < 1e-9, r
     assert 0 <= r["exact"] <= r["digit_accuracy"] + 1e-12 <= 1 + 1e-12 and r["key_logprob"] <= 0, r
 # At the training length both axes are the training distribution itself.
-at17 = {r["axis"]: r for r in p["results"] if r["length"] == 17}
-assert at17["distance"]["pairs"] == at17["load"]["pairs"] == 4
-assert at17["distance"]["digit_accuracy"] >= 0.5, at17
+at9 = {r["axis"]: r for r in p["results"] if r["length"] == 9}
+assert at9["distance"]["pairs"] == at9["load"]["pairs"] == 2
+assert at9["distance"]["digit_accuracy"] >= 0.8 and at9["load"]["digit_accuracy"] >= 0.8, at9
+assert [r["pairs"] for r in p["results"] if r["axis"] == "load"] == [2, 4, 8]
 # Effective length (RULER's rule) over the distance axis, recomputed.
 eff = 0
 for r in sorted((r for r in p["results"] if r["axis"] == "distance"), key=lambda r: r["length"]):
@@ -181,12 +183,12 @@ for r in sorted((r for r in p["results"] if r["axis"] == "distance"), key=lambda
 assert p["effective_length"] == eff, (p["effective_length"], eff)
 assert abs(p["effective_multiple"] - eff / p["train_length"]) < 1e-12
 PY
-check "the probe prints its table" grep -q "distance 4" probe.out
+check "the probe prints its table" grep -q "distance 2" probe.out
 cp run/probe-mqar.json first.json
-"$POSLAB" probe --run run --task mqar --lengths 17,34,68 --trials 40 --seed 5 --no-plot >/dev/null 2>&1
+"$POSLAB" probe --run run --task mqar --lengths 9,18,36 --trials 40 --seed 5 --no-plot >/dev/null 2>&1
 check "the probe is deterministic from --seed" cmp -s first.json run/probe-mqar.json
 if $PY -c "import matplotlib" 2>/dev/null; then
-  "$POSLAB" probe --run run --task mqar --lengths 17,34 --trials 5 >/dev/null 2>&1
+  "$POSLAB" probe --run run --task mqar --lengths 9,18 --trials 5 >/dev/null 2>&1
   check "the probe draws its axis x length heat map" test -s run/probe-mqar.png
 fi
 finish
