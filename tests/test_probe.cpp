@@ -235,7 +235,7 @@ TEST(ProbeScoring, MqarAnswersScoredAtTheirPositions) {
   }
   auto argmax = logits.argmax(-1);  // (N, T)
   for (int64_t r = 0; r < N; ++r)
-    for (int64_t t : {5, 9, 14 + r % 3}) y[r][t] = r < 3 ? argmax[r][t].item<int64_t>() : (argmax[r][t].item<int64_t>() + (t == 9 ? 1 : 0)) % 12;
+    for (int64_t t : {int64_t{5}, int64_t{9}, 14 + r % 3}) y[r][t] = r < 3 ? argmax[r][t].item<int64_t>() : (argmax[r][t].item<int64_t>() + (t == 9 ? 1 : 0)) % 12;
   Runtime rt;
   const AnswerScores s = score_answers(model, Batch{x, y}, rt);
   auto logp = torch::log_softmax(logits, -1);
