@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 
 #include "data/corpus.h"
 #include "data/tasks.h"
@@ -83,6 +85,88 @@ TEST(Tasks, TokenCountsMatchGenerators) {
       EXPECT_LE(static_cast<int>(e.text.size()), task_tokens(task, n)) << task;
       if (task != "addition") EXPECT_EQ(static_cast<int>(e.text.size()), task_tokens(task, n)) << task;
     }
+}
+
+TEST(Tasks, MqarAnswersAreTheQueriedKeysValuesAtTheirPositions) {
+  Rng rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    MqarConfig m;
+    m.queries = trial % 3 == 0 ? 3 : 0;
+    m.gaps = trial % 2 ? "uniform" : "power";
+    const int K = 1 + trial % 16, S = K + trial % 40;
+    auto e = make_mqar_example(K, S, 16, m, rng);
+    const int Q = m.queries == 0 ? K : std::min(3, K);
+    ASSERT_EQ(static_cast<int>(e.text.size()), 2 * K + 1 + S + 1);
+    EXPECT_EQ(e.text[2 * K], '|');
+    EXPECT_EQ(e.text.back(), '.');
+    std::string keys;
+    for (int i = 0; i < K; ++i) {
+      keys.push_back(e.text[2 * i]);
+      EXPECT_TRUE(e.text[2 * i] >= 'a' && e.text[2 * i] < 'a' + 16);
+      EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(e.text[2 * i + 1])));
+    }
+    std::string sorted = keys;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end()) << "repeated key in " << e.text;
+    ASSERT_EQ(static_cast<int>(e.targets.size()), Q);
+    int queried = 0;
+    for (int p = 2 * K + 1; p < 2 * K + 1 + S; ++p) {
+      if (e.text[p] == '#') continue;
+      ++queried;
+      auto t = std::find_if(e.targets.begin(), e.targets.end(), [&](const Target& x) { return x.pos == p; });
+      ASSERT_NE(t, e.targets.end()) << "a query without a target in " << e.text;
+      EXPECT_EQ(t->value, e.text[keys.find(e.text[p]) * 2 + 1]) << e.text;
+    }
+    EXPECT_EQ(queried, Q) << e.text;
+  }
+}
+
+TEST(Tasks, MqarSlotsFollowZoologysPowerLaw) {
+  // One query among 8 slots: slot i with probability (i+1)^(a-1) / sum, or 1/8 for uniform gaps.
+  for (const double a : {0.01, 0.5}) {
+    MqarConfig m;
+    m.power_a = a;
+    Rng rng(5);
+    std::vector<int> count(8, 0);
+    const int draws = 40000;
+    for (int i = 0; i < draws; ++i) count[make_mqar_example(1, 8, 4, m, rng).targets[0].pos - 3]++;
+    double z = 0;
+    for (int i = 1; i <= 8; ++i) z += std::pow(i, a - 1);
+    for (int i = 0; i < 8; ++i) EXPECT_NEAR(count[i] / double(draws), std::pow(i + 1, a - 1) / z, 0.01) << "a " << a << " slot " << i;
+  }
+  MqarConfig u;
+  u.gaps = "uniform";
+  Rng rng(6);
+  std::vector<int> count(8, 0);
+  for (int i = 0; i < 40000; ++i) count[make_mqar_example(1, 8, 4, u, rng).targets[0].pos - 3]++;
+  for (int c : count) EXPECT_NEAR(c / 40000.0, 1.0 / 8, 0.01);
+}
+
+TEST(Batching, MqarScoresTheAnswersAlone) {
+  DataConfig d;
+  d.task = "mqar";
+  d.min_len = 2;
+  d.max_len = 6;
+  TaskCorpus corpus(d);
+  const auto& tok = corpus.tokenizer();
+  Rng rng(9);
+  auto batch = corpus.batch(Split::Train, 16, rng);
+  for (int64_t b = 0; b < 16; ++b) {
+    std::vector<int64_t> ids(batch.x[b].data_ptr<int64_t>(), batch.x[b].data_ptr<int64_t>() + batch.x.size(1));
+    const std::string x = tok.decode(ids);
+    const size_t bar = x.find('|');
+    int scored = 0;
+    for (int64_t t = 0; t < batch.y.size(1); ++t) {
+      const int64_t y = batch.y[b][t].item<int64_t>();
+      const char c = x[t];
+      const bool query = t > static_cast<int64_t>(bar) && c >= 'a' && c <= 'z';
+      EXPECT_EQ(y >= 0, query) << "position " << t << " of " << x;
+      if (y < 0) continue;
+      ++scored;
+      EXPECT_EQ(tok.decode({y}), std::string(1, x[x.find(c) + 1])) << x;  // the key's value from the pairs
+    }
+    EXPECT_EQ(scored, static_cast<int>(bar) / 2) << x;  // every pair asked (queries 0)
+  }
 }
 
 TEST(Batching, MaskScoresOnlyAnswersAndNeverPadding) {

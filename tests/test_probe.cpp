@@ -1,10 +1,11 @@
 // Retrieval probes: the passkey template against the reference's strings, where the needle lands,
 // Wilson intervals against an independent formulation, the effective-length rule on hand-made tables,
-// and the cached greedy scorer against a full recompute and against teacher forcing.
+// and the cached greedy scorer against a full recompute and against teacher forcing; the mqar answer scorer.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "probe/mqar.h"
 #include "probe/passkey.h"
 #include "probe/probe.h"
 #include "probe/stats.h"
@@ -216,4 +217,48 @@ TEST(ProbeScoring, CachedEqualsRecomputedAndTeacherForcing) {
     const int64_t all_argmax = logp.argmax(-1).eq(key).all(1).sum().item<int64_t>();
     EXPECT_EQ(a.exact, all_argmax) << kind;
   }
+}
+
+// The mqar scorer: per example, exact = every answer is the argmax, accuracy = the fraction that is,
+// logprob = the mean log-probability of the answers; checked against per-position loops over one
+// forward pass, with rows made right on purpose so that exact matches occur.
+TEST(ProbeScoring, MqarAnswersScoredAtTheirPositions) {
+  auto model = random_model("alibi", 12);
+  torch::manual_seed(4);
+  const int64_t N = 6, T = 20;
+  auto x = torch::randint(0, 12, {N, T}, torch::kLong);
+  auto y = torch::full({N, T}, -1, torch::kLong);
+  torch::Tensor logits;
+  {
+    torch::NoGradGuard g;
+    logits = model->forward(x);  // (N, T, V)
+  }
+  auto argmax = logits.argmax(-1);  // (N, T)
+  for (int64_t r = 0; r < N; ++r)
+    for (int64_t t : {int64_t{5}, int64_t{9}, 14 + r % 3}) y[r][t] = r < 3 ? argmax[r][t].item<int64_t>() : (argmax[r][t].item<int64_t>() + (t == 9 ? 1 : 0)) % 12;
+  Runtime rt;
+  const AnswerScores s = score_answers(model, Batch{x, y}, rt);
+  auto logp = torch::log_softmax(logits, -1);
+  int64_t exact = 0;
+  double accuracy = 0, logprob = 0;
+  for (int64_t r = 0; r < N; ++r) {
+    int right = 0, answers = 0;
+    double lp = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t target = y[r][t].item<int64_t>();
+      if (target < 0) continue;
+      ++answers;
+      right += argmax[r][t].item<int64_t>() == target;
+      lp += logp[r][t][target].item<double>();
+    }
+    exact += right == answers;
+    accuracy += static_cast<double>(right) / answers;
+    logprob += lp / answers;
+  }
+  EXPECT_EQ(s.trials, N);
+  EXPECT_EQ(s.exact, 3);  // rows 0-2 are the model's own argmax; rows 3-5 miss at position 9
+  EXPECT_EQ(s.exact, exact);
+  EXPECT_NEAR(s.accuracy_sum, accuracy, 1e-9);
+  EXPECT_NEAR(s.accuracy_sum, 3 + 3 * 2.0 / 3, 1e-9);
+  EXPECT_NEAR(s.logprob_sum, logprob, 1e-4);
 }

@@ -1,5 +1,6 @@
-"""Retrieval probes: the needle-in-a-haystack heat map (depth x length, exact match) of one run, and
-exact match against length with Wilson 95% bands for the compare report.
+"""Retrieval probes: the needle-in-a-haystack heat map (depth x length, exact match) of one run (for
+mqar: axis x length, distance and load), and exact match against length with Wilson 95% bands for the
+compare report (mqar: the distance axis).
 
 A dashed line marks the training length: cells right of it are past anything the model was trained on.
 """
@@ -10,18 +11,25 @@ from plots import style
 from plots.style import plt, np
 
 
+def _row(r):
+    """A cell's heat-map row: its depth (passkey) or its axis (mqar); None for a control without depth."""
+    return r["depth"] if r.get("depth") is not None else r.get("axis")
+
+
 def probe_grid(probe):
-    """(depths, lengths, exact matrix with nan for n/a) of a probe JSON's non-control cells."""
+    """(rows, lengths, exact matrix with nan for n/a) of a probe JSON's non-control cells; rows are
+    depths (passkey) or axes (mqar)."""
     cells = [r for r in probe["results"] if r.get("control") is None or r.get("depth") is not None]
     cells = [r for r in cells if r.get("control") != "adjacent"]
     lengths = sorted({r["length"] for r in cells})
-    depths = sorted({r["depth"] for r in cells if r.get("depth") is not None})
-    grid = np.full((len(depths), len(lengths)), np.nan)
+    rows = {_row(r) for r in cells if _row(r) is not None}
+    rows = sorted(rows, key=lambda d: ({"distance": 0, "load": 1}.get(d, 2), d) if isinstance(d, str) else (-1, d))
+    grid = np.full((len(rows), len(lengths)), np.nan)
     for r in cells:
-        if r.get("depth") is None:
+        if _row(r) is None:
             continue
-        grid[depths.index(r["depth"]), lengths.index(r["length"])] = style.num(r.get("exact"))
-    return depths, lengths, grid
+        grid[rows.index(_row(r)), lengths.index(r["length"])] = style.num(r.get("exact"))
+    return rows, lengths, grid
 
 
 def draw_heatmap(ax, probe, title=None):
@@ -30,9 +38,9 @@ def draw_heatmap(ax, probe, title=None):
     ax.set_xticks(range(len(lengths)))
     ax.set_xticklabels([str(L) for L in lengths])
     ax.set_yticks(range(len(depths)))
-    ax.set_yticklabels(["%d%%" % round(100 * d) for d in depths])
+    ax.set_yticklabels([d if isinstance(d, str) else "%d%%" % round(100 * d) for d in depths])
     ax.set_xlabel("document length (tokens)")
-    ax.set_ylabel("needle depth")
+    ax.set_ylabel("axis" if probe.get("task") == "mqar" else "needle depth")
     for i in range(len(depths)):
         for j in range(len(lengths)):
             v = grid[i, j]
@@ -49,10 +57,11 @@ def draw_heatmap(ax, probe, title=None):
 
 def plot_probe(probe, out):
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * max(3, len({r["length"] for r in probe["results"]})), 3.6))
-    im = draw_heatmap(ax, probe, "%s probe, %s: exact match (%s template, %s-digit keys)\ndashed: the training length "
-                      "(%s tokens); effective length %s" % (probe.get("task"), probe.get("encoding"), probe.get("template"),
-                                                            probe.get("digits"), probe.get("train_length"),
-                                                            probe.get("effective_length")))
+    what = ("%s pairs, %s gaps" % (probe.get("pairs"), probe.get("gaps")) if probe.get("task") == "mqar"
+            else "%s template, %s-digit keys" % (probe.get("template"), probe.get("digits")))
+    im = draw_heatmap(ax, probe, "%s probe, %s: exact match (%s)\ndashed: the training length "
+                      "(%s tokens); effective length %s" % (probe.get("task"), probe.get("encoding"), what,
+                                                            probe.get("train_length"), probe.get("effective_length")))
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
     fig.savefig(out, dpi=style.DPI)
@@ -65,7 +74,7 @@ def length_curve(probe):
     for r in probe["results"]:
         if r.get("control") is not None and r.get("depth") is None:
             continue
-        if r.get("control") == "adjacent" or r.get("status") != "ok":
+        if r.get("control") == "adjacent" or r.get("status") != "ok" or r.get("axis") == "load":
             continue
         n, k = by.get(r["length"], (0, 0))
         by[r["length"]] = (n + r["trials"], k + round(r["exact"] * r["trials"]))

@@ -3,7 +3,8 @@
 - load_config(path, overrides): built-in defaults <- "extends" chain <- file <- --set overrides,
   with poslab's strict merge (unknown keys and wrong types are errors).
 - Rng: SplitMix64, bit-for-bit src/data/rng.h, so the same seed gives the same tokens.
-- make_example / TaskCorpus: src/data/tasks.cpp and corpus.cpp (right padding, answer-only targets).
+- make_example / TaskCorpus: src/data/tasks.cpp and corpus.cpp (right padding, answer-only targets;
+  mqar's answers at the query keys' own positions).
 - TextCorpus: char-level vocabulary (sorted unique code points), 90/10 split, random windows.
 
 Needs torch only for the batch tensors.
@@ -17,12 +18,15 @@ import torch
 MASK64 = (1 << 64) - 1
 UINT64_MAX = MASK64
 
+# src/config/config.h: MqarConfig (data.mqar).
+MQAR_DEFAULTS = {"queries": 0, "gaps": "power", "power_a": 0.01, "space": 2}
+
 # src/config/config.cpp: config_to_json(Config{}) -- the schema every file is checked against.
 DEFAULTS = {
     "seed": 1337,
     "device": "auto",
     "data": {"kind": "task", "task": "copy", "path": "", "min_len": 1, "max_len": 16, "symbols": 16,
-             "val_fraction": 0.1},
+             "val_fraction": 0.1, "mqar": dict(MQAR_DEFAULTS)},
     "model": {"n_layer": 2, "n_head": 4, "n_embd": 64, "block_size": 64, "dropout": 0.0, "bias": False,
               "pos_encoding": {"kind": "learned", "base": 10000.0, "scale": 0.0, "bits": 16, "signed": True}},
     "train": {"max_iters": 2000, "batch_size": 32, "learning_rate": 1e-3, "min_lr": 1e-4, "warmup_iters": 100,
@@ -149,7 +153,7 @@ class Rng:
 # ---------------------------------------------------------------------------------------------
 
 TASK_ALPHABET = "_|.?+#0123456789abcdefghijklmnopqrstuvwxyz()[]"
-TASK_NAMES = ("copy", "reverse", "sort", "addition", "associative_recall", "parity", "counting", "dyck")
+TASK_NAMES = ("copy", "reverse", "sort", "addition", "associative_recall", "parity", "counting", "dyck", "mqar")
 
 
 def _letter(symbols, rng):
@@ -164,8 +168,56 @@ def _question_answer(question, answer):
     return question + "|" + answer + ".", len(question) + 1
 
 
-def make_example(task, n, symbols, rng):
-    """(text, score_from): one example with n items."""
+def _uniform01(rng):
+    """A double in [0, 1) from the top 53 bits (as tasks.cpp)."""
+    return (rng.next() >> 11) * 2.0 ** -53
+
+
+def make_mqar_example(pairs, slots, symbols, mqar, rng):
+    """Multi-query associative recall (Zoology's multiquery_ar): (text, score_from, targets), targets a
+    list of (position, value) -- the value is the target at the query key's own position."""
+    queries = pairs if mqar["queries"] == 0 else min(mqar["queries"], pairs)
+    keys = [chr(ord("a") + i) for i in range(symbols)]
+    for i in range(pairs):  # distinct keys: a partial Fisher-Yates shuffle
+        j = i + rng.below(symbols - i)
+        keys[i], keys[j] = keys[j], keys[i]
+    keys = keys[:pairs]
+    values = [_digit(rng) for _ in range(pairs)]
+    text = "".join(k + v for k, v in zip(keys, values)) + "|"
+    region = len(text)
+    asked = list(range(pairs))
+    for i in range(queries):
+        j = i + rng.below(pairs - i)
+        asked[i], asked[j] = asked[j], asked[i]
+    # Zoology: p ~ (i+1)^(a-1) over the slots, drawn without replacement (renormalised each draw).
+    weight = [float(i + 1) ** (mqar["power_a"] - 1.0) if mqar["gaps"] == "power" else 1.0 for i in range(slots)]
+    query = ["#"] * slots
+    targets = []
+    for q in range(queries):
+        total = 0.0
+        for w in weight:
+            total += w
+        r = _uniform01(rng) * total
+        slot = -1
+        for i, w in enumerate(weight):
+            if w == 0:
+                continue
+            slot = i
+            if r < w:
+                break
+            r -= w
+        weight[slot] = 0.0
+        query[slot] = keys[asked[q]]
+        targets.append((region + slot, values[asked[q]]))
+    text = text + "".join(query) + "."
+    return text, len(text), sorted(targets)
+
+
+def make_example(task, n, symbols, rng, mqar=None):
+    """(text, score_from) -- for mqar (text, score_from, targets) -- one example with n items."""
+    if task == "mqar":
+        m = dict(MQAR_DEFAULTS, **(mqar or {}))
+        return make_mqar_example(n, m["space"] * n, symbols, m, rng)
     if task in ("copy", "reverse", "sort"):
         s = "".join(_letter(symbols, rng) for _ in range(n))
         answer = s[::-1] if task == "reverse" else "".join(sorted(s)) if task == "sort" else s
@@ -213,8 +265,10 @@ def make_example(task, n, symbols, rng):
     raise ConfigError(f"data.task: unknown task '{task}'")
 
 
-def task_tokens(task, n):
+def task_tokens(task, n, mqar=None):
     """Characters in an example of n items (the longest, for addition)."""
+    if task == "mqar":
+        return 2 * n + 1 + MQAR_DEFAULTS["space"] * n + 1 if mqar is None else 2 * n + 1 + mqar["space"] * n + 1
     return {"copy": 2 * n + 2, "reverse": 2 * n + 2, "sort": 2 * n + 2, "addition": (2 * n + 1) + 1 + (n + 1) + 1,
             "associative_recall": 2 * n + 5, "parity": n + 3, "counting": 2 * n + 3, "dyck": 2 * n + 1}[task]
 
@@ -233,16 +287,18 @@ class TaskCorpus:
         self.vocab_size = len(self.symbols)
 
     def collate(self, examples):
-        T = max(len(text) - 1 for text, _ in examples)
+        T = max(len(e[0]) - 1 for e in examples)
         B = len(examples)
         pad = self.index["_"]
         x = [[pad] * T for _ in range(B)]
         y = [[-1] * T for _ in range(B)]
-        for b, (text, score_from) in enumerate(examples):
+        for b, (text, score_from, *targets) in enumerate(examples):
             for t in range(len(text) - 1):  # right padding: causal attention keeps pads out
                 x[b][t] = self.index[text[t]]
-                if t + 1 >= score_from:
+                if not targets and t + 1 >= score_from:
                     y[b][t] = self.index[text[t + 1]]
+            for pos, value in (targets[0] if targets else []):  # mqar: the answers alone
+                y[b][pos] = self.index[value]
         return torch.tensor(x, dtype=torch.long), torch.tensor(y, dtype=torch.long)
 
     def batch(self, split, batch_size, rng):
@@ -251,12 +307,12 @@ class TaskCorpus:
         examples = []
         for _ in range(batch_size):
             n = rng.between(d["min_len"], d["max_len"])
-            examples.append(make_example(d["task"], n, d["symbols"], rng))
+            examples.append(make_example(d["task"], n, d["symbols"], rng, d.get("mqar")))
         return self.collate(examples)
 
     def batch_at_length(self, n, batch_size, rng):
         d = self.config
-        return self.collate([make_example(d["task"], n, d["symbols"], rng) for _ in range(batch_size)])
+        return self.collate([make_example(d["task"], n, d["symbols"], rng, d.get("mqar")) for _ in range(batch_size)])
 
 
 class TextCorpus:
@@ -293,7 +349,7 @@ def make_corpus(config):
     d = config["data"]
     if d["kind"] == "task":
         corpus = TaskCorpus(d)
-        need = task_tokens(d["task"], d["max_len"]) - 1
+        need = task_tokens(d["task"], d["max_len"], d.get("mqar")) - 1
         if need > config["model"]["block_size"]:
             raise ConfigError(f"data.max_len: {d['task']} with {d['max_len']} items needs {need} input tokens, "
                               f"but model.block_size is {config['model']['block_size']}")

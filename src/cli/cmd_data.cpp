@@ -1,4 +1,7 @@
-// poslab data: print decoded examples of what a config trains on.
+// poslab data: print decoded examples of what a config trains on, as text or as JSON lines that
+// give each scored target's position (the tests check task generators against them).
+#include <nlohmann/json.hpp>
+
 #include <iostream>
 
 #include "cli/commands.h"
@@ -9,7 +12,7 @@ namespace poslab::cli {
 
 void add_data(CLI::App& app) {
   struct Opts {
-    std::string config, split = "train";
+    std::string config, split = "train", format = "text";
     std::vector<std::string> sets;
     int n = 5;
   };
@@ -19,6 +22,9 @@ void add_data(CLI::App& app) {
   cmd->add_option("--set,-s", o->sets, "Override a key (repeatable)");
   cmd->add_option("--split", o->split, "train|val (default train)")->check(CLI::IsMember({"train", "val"}));
   cmd->add_option("--n", o->n, "Examples to print (default 5)")->check(positive_integer());
+  cmd->add_option("--format", o->format,
+                  "text (input >> scored targets) or jsonl (one {\"input\", \"targets\": [[position, target], ...]} a line)")
+      ->check(CLI::IsMember({"text", "jsonl"}));
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
     auto corpus = make_corpus(c);
@@ -28,7 +34,8 @@ void add_data(CLI::App& app) {
     const std::string source = c.data.kind == "task"     ? "task " + c.data.task
                                : c.data.kind == "tokens" ? "tokens " + (c.data.dir.empty() ? c.data.train_path : c.data.dir)
                                                          : "text " + c.data.path;
-    std::cout << "# " << source << ", vocabulary "
+    if (o->format == "text")
+      std::cout << "# " << source << ", vocabulary "
               << tok.size() << ", scored targets shown after '>>'\n";
     for (int64_t b = 0; b < batch.x.size(0); ++b) {
       auto x = batch.x[b], y = batch.y[b];
@@ -37,6 +44,13 @@ void add_data(CLI::App& app) {
         if (y[t].item<int64_t>() >= 0) scored.push_back(y[t].item<int64_t>());
       std::string input = tok.decode(ids);
       if (corpus->is_task()) input = input.substr(0, input.find_last_not_of('_') + 1);
+      if (o->format == "jsonl") {
+        nlohmann::json targets = nlohmann::json::array();
+        for (int64_t t = 0; t < y.numel(); ++t)
+          if (y[t].item<int64_t>() >= 0) targets.push_back({t, tok.decode({y[t].item<int64_t>()})});
+        std::cout << nlohmann::json{{"input", input}, {"targets", targets}}.dump() << "\n";
+        continue;
+      }
       std::cout << input << "  >>" << (corpus->is_task() ? tok.decode(scored) : "(all " + std::to_string(scored.size()) + " next tokens)") << "\n";
     }
   });

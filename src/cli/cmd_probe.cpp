@@ -1,5 +1,6 @@
 // poslab probe: does a trained run retrieve information past its training length? Passkey retrieval
-// (a key hidden at a depth in filler) per length and depth; writes RUN/probe-<task>.json and a heatmap.
+// (a key hidden at a depth in filler) per length and depth, or mqar (a run trained on multi-query
+// associative recall) per length on two axes; writes RUN/probe-<task>.json and a heatmap.
 #include <iostream>
 #include <sstream>
 
@@ -36,11 +37,14 @@ void add_probe(CLI::App& app) {
     bool no_controls = false, no_plot = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("probe", "Retrieval past the training length (passkey); writes RUN/probe-TASK.json and "
+  auto* cmd = app.add_subcommand("probe", "Retrieval past the training length (passkey, mqar); writes RUN/probe-TASK.json and "
                                           "RUN/probe-TASK.png");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
-  cmd->add_option("--task,-t", o->probe.task, "Probe: passkey (default passkey)");
-  cmd->add_option("--lengths,-l", o->lengths, "Comma-separated document lengths in tokens (default: the run's eval lengths)");
+  cmd->add_option("--task,-t", o->probe.task,
+                  "Probe: passkey (a key hidden in filler, any run whose vocabulary has digits) or mqar (a run trained on "
+                  "data.task mqar: distance and load axes) (default passkey)");
+  cmd->add_option("--lengths,-l", o->lengths, "Comma-separated document lengths in tokens (default: passkey: the run's eval lengths; mqar: 1, 2, 4 and 8 "
+                  "times its training length in tokens)");
   cmd->add_option("--depths", o->depths,
                   "Comma-separated needle depths in [0, 1], the fraction of the filler before the needle (default 0,0.25,0.5,0.75)");
   cmd->add_option("--trials", o->probe.trials, "Documents per (length, depth) cell (default 50)");

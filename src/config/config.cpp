@@ -17,7 +17,7 @@ const std::vector<std::string> kEncodingKinds = {"none",       "index",        "
                                                  "rope",       "alibi",        "xpos",     "t5",         "kerple_log",
                                                  "kerple_power", "sandwich",   "fire",     "cope"};
 static const std::vector<std::string> kTasks = {"copy",   "reverse",  "sort", "addition",
-                                                "associative_recall", "parity", "counting", "dyck"};
+                                                "associative_recall", "parity", "counting", "dyck", "mqar"};
 
 const json& default_config_json() {
   static const json defaults = [] {
@@ -309,6 +309,20 @@ Config config_from_json(const json& j) {
   require(d.max_len >= d.min_len, "data.max_len", ">= data.min_len (" + std::to_string(d.min_len) + ")", d.max_len);
   require(d.symbols >= 2 && d.symbols <= 26, "data.symbols", "between 2 and 26", d.symbols);
   require(d.val_fraction > 0 && d.val_fraction < 1, "data.val_fraction", "in (0, 1)", d.val_fraction);
+  auto& mq = d.mqar;
+  mq.queries = get<int>(full, "data.mqar.queries");
+  mq.gaps = get<std::string>(full, "data.mqar.gaps");
+  mq.power_a = get<double>(full, "data.mqar.power_a");
+  mq.space = get<int>(full, "data.mqar.space");
+  require(mq.queries >= 0, "data.mqar.queries", ">= 0 (0 = every pair)", mq.queries);
+  one_of("data.mqar.gaps", mq.gaps, {"power", "uniform"}, "gap distribution");
+  require(mq.power_a > 0 && mq.power_a <= 1, "data.mqar.power_a", "in (0, 1] (1 = uniform)", mq.power_a);
+  require(mq.space >= 1 && mq.space <= 64, "data.mqar.space", "between 1 and 64 (query slots per pair)", mq.space);
+  if (d.kind == "task" && d.task == "mqar") {
+    // Keys are distinct letters, so an example cannot hold more pairs than the key alphabet.
+    require(d.max_len <= d.symbols, "data.max_len",
+            "<= data.symbols (" + std::to_string(d.symbols) + ") for mqar: each pair needs its own key letter", d.max_len);
+  }
   auto& pk = d.probes.passkey;
   pk.fraction = get<double>(full, "data.probes.passkey.fraction");
   pk.digits = get<int>(full, "data.probes.passkey.digits");
@@ -415,6 +429,8 @@ json config_to_json(const Config& c) {
       {"data",
        {{"kind", c.data.kind}, {"task", c.data.task}, {"path", c.data.path}, {"min_len", c.data.min_len},
         {"max_len", c.data.max_len}, {"symbols", c.data.symbols}, {"val_fraction", c.data.val_fraction},
+        {"mqar", {{"queries", c.data.mqar.queries}, {"gaps", c.data.mqar.gaps}, {"power_a", c.data.mqar.power_a},
+                  {"space", c.data.mqar.space}}},
         {"probes", {{"passkey", {{"fraction", c.data.probes.passkey.fraction}, {"digits", c.data.probes.passkey.digits},
                                  {"haystack", c.data.probes.passkey.haystack},
                                  {"template", c.data.probes.passkey.template_name}, {"loss", c.data.probes.passkey.loss}}}}},

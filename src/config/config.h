@@ -71,6 +71,14 @@ struct PasskeyMixConfig {
   std::string loss = "all";         // all | answer: score every token of a passkey document, or the key alone
 };
 
+// Multi-query associative recall (Zoology, Arora et al. 2023): the query region after the pairs.
+struct MqarConfig {
+  int queries = 0;              // keys queried per example (at most its pairs); 0 = every pair
+  std::string gaps = "power";   // power (Zoology: slot i drawn with p ~ (i+1)^(a-1)) | uniform
+  double power_a = 0.01;        // the power law's a (Zoology's default); 1 is uniform
+  int space = 2;                // query-region slots (characters) per pair
+};
+
 struct ProbesConfig {
   PasskeyMixConfig passkey;  // "data.probes.passkey": F is short for {"fraction": F}
 };
@@ -103,6 +111,7 @@ struct DataConfig {
   int max_len = 16;
   int symbols = 16;           // task: size of the item alphabet (copy, reverse, sort, recall keys)
   double val_fraction = 0.1;  // text: tail fraction held out for validation
+  MqarConfig mqar;            // task mqar: its query region (data/README.md)
   ProbesConfig probes;
 };
 

@@ -29,8 +29,9 @@ Batch TaskCorpus::collate(const std::vector<Example>& examples) const {
     // Right padding: with a causal mask, pads after the example cannot influence it.
     for (int64_t t = 0; t + 1 < static_cast<int64_t>(e.text.size()); ++t) {
       xa[b][t] = tokenizer_.id(std::string(1, e.text[t]));
-      if (t + 1 >= e.score_from) ya[b][t] = tokenizer_.id(std::string(1, e.text[t + 1]));
+      if (e.targets.empty() && t + 1 >= e.score_from) ya[b][t] = tokenizer_.id(std::string(1, e.text[t + 1]));
     }
+    for (const auto& target : e.targets) ya[b][target.pos] = tokenizer_.id(std::string(1, target.value));
   }
   return {x, y};
 }
@@ -39,14 +40,14 @@ Batch TaskCorpus::batch(Split split, int batch_size, Rng& rng) const {
   std::vector<Example> examples;
   for (int b = 0; b < batch_size; ++b) {
     int n = static_cast<int>(rng.between(config_.min_len, config_.max_len));
-    examples.push_back(make_example(config_.task, n, config_.symbols, rng));
+    examples.push_back(make_example(config_.task, n, config_.symbols, rng, config_.mqar));
   }
   return collate(examples);
 }
 
 Batch TaskCorpus::batch_at_length(int n, int batch_size, Rng& rng) const {
   std::vector<Example> examples;
-  for (int b = 0; b < batch_size; ++b) examples.push_back(make_example(config_.task, n, config_.symbols, rng));
+  for (int b = 0; b < batch_size; ++b) examples.push_back(make_example(config_.task, n, config_.symbols, rng, config_.mqar));
   return collate(examples);
 }
 

@@ -46,7 +46,7 @@ class TaskCorpus : public Corpus {
   bool is_task() const override { return true; }
   Batch batch(Split split, int batch_size, Rng& rng) const override;
   int train_length() const override { return config_.max_len; }
-  int64_t tokens_at(int length) const override { return task_tokens(config_.task, length) - 1; }
+  int64_t tokens_at(int length) const override { return task_tokens(config_.task, length, config_.mqar) - 1; }
   // Every example has exactly `n` items: the evaluator's batches.
   Batch batch_at_length(int n, int batch_size, Rng& rng) const;
   Batch collate(const std::vector<Example>& examples) const;

@@ -2,6 +2,7 @@
 #include "data/tasks.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "config/config.h"
 
@@ -9,7 +10,7 @@ namespace poslab {
 
 const std::string kTaskAlphabet = "_|.?+#0123456789abcdefghijklmnopqrstuvwxyz()[]";
 const std::vector<std::string> kTaskNames = {"copy",   "reverse",  "sort", "addition",
-                                             "associative_recall", "parity", "counting", "dyck"};
+                                             "associative_recall", "parity", "counting", "dyck", "mqar"};
 
 static char letter(int symbols, Rng& rng) { return static_cast<char>('a' + rng.below(symbols)); }
 static char digit(Rng& rng) { return static_cast<char>('0' + rng.below(10)); }
@@ -31,7 +32,61 @@ static Example question_answer(const std::string& question, const std::string& a
   return {question + "|" + answer + ".", static_cast<int>(question.size()) + 1};
 }
 
-Example make_example(const std::string& task, int n, int symbols, Rng& rng) {
+int mqar_queries(int pairs, const MqarConfig& m) { return m.queries == 0 ? pairs : std::min(m.queries, pairs); }
+
+// A uniform double in [0, 1) from the top 53 bits, the same on every machine.
+static double uniform01(Rng& rng) { return static_cast<double>(rng.next() >> 11) * 0x1.0p-53; }
+
+Example make_mqar_example(int pairs, int slots, int symbols, const MqarConfig& m, Rng& rng) {
+  const int queries = mqar_queries(pairs, m);
+  if (pairs < 1 || pairs > symbols || slots < queries)
+    throw ConfigError("mqar: " + std::to_string(pairs) + " pairs need 1.." + std::to_string(symbols) +
+                      " key letters and at least " + std::to_string(queries) + " query slots, got " + std::to_string(slots));
+  // Distinct keys: the first `pairs` letters of a partial Fisher-Yates shuffle of the key alphabet.
+  std::string keys;
+  for (int i = 0; i < symbols; ++i) keys.push_back(static_cast<char>('a' + i));
+  for (int i = 0; i < pairs; ++i) std::swap(keys[i], keys[i + rng.below(symbols - i)]);
+  keys.resize(pairs);
+  std::string values;
+  for (int i = 0; i < pairs; ++i) values.push_back(digit(rng));
+  std::string text;
+  for (int i = 0; i < pairs; ++i) text += std::string{keys[i], values[i]};
+  text.push_back('|');
+  const int region = static_cast<int>(text.size());
+  // Which pairs are asked, in query order: a partial shuffle of the pair indices.
+  std::vector<int> asked(pairs);
+  for (int i = 0; i < pairs; ++i) asked[i] = i;
+  for (int i = 0; i < queries; ++i) std::swap(asked[i], asked[i + rng.below(pairs - i)]);
+  // Slots without replacement, slot i weighted (i+1)^(a-1) as in Zoology (numpy's choice with p and
+  // replace=False: each draw renormalises over the slots still free); uniform: all weights 1.
+  std::vector<double> weight(slots, 1.0);
+  if (m.gaps == "power")
+    for (int i = 0; i < slots; ++i) weight[i] = std::pow(static_cast<double>(i + 1), m.power_a - 1.0);
+  std::string query(slots, '#');
+  Example e{"", 0};
+  for (int q = 0; q < queries; ++q) {
+    double total = 0;
+    for (int i = 0; i < slots; ++i) total += weight[i];
+    double r = uniform01(rng) * total;
+    int slot = -1;
+    for (int i = 0; i < slots; ++i) {
+      if (weight[i] == 0) continue;
+      slot = i;  // the last free slot takes any rounding remainder
+      if (r < weight[i]) break;
+      r -= weight[i];
+    }
+    weight[slot] = 0;
+    query[slot] = keys[asked[q]];
+    e.targets.push_back({region + slot, values[asked[q]]});
+  }
+  std::sort(e.targets.begin(), e.targets.end(), [](const Target& a, const Target& b) { return a.pos < b.pos; });
+  e.text = text + query + ".";
+  e.score_from = static_cast<int>(e.text.size());  // nothing by position: the targets are the answers
+  return e;
+}
+
+Example make_example(const std::string& task, int n, int symbols, Rng& rng, const MqarConfig& mqar) {
+  if (task == "mqar") return make_mqar_example(n, mqar.space * n, symbols, mqar, rng);
   if (task == "copy" || task == "reverse" || task == "sort") {
     std::string s;
     for (int i = 0; i < n; ++i) s.push_back(letter(symbols, rng));
@@ -99,7 +154,8 @@ Example make_example(const std::string& task, int n, int symbols, Rng& rng) {
   throw ConfigError("data.task: unknown task '" + task + "'");
 }
 
-int task_tokens(const std::string& task, int n) {
+int task_tokens(const std::string& task, int n, const MqarConfig& mqar) {
+  if (task == "mqar") return 2 * n + 1 + mqar.space * n + 1;
   if (task == "copy" || task == "reverse" || task == "sort") return 2 * n + 2;
   if (task == "addition") return (2 * n + 1) + 1 + (n + 1) + 1;
   if (task == "associative_recall") return 2 * n + 5;
@@ -120,6 +176,7 @@ std::string describe_task(const std::string& task) {
   if (task == "parity") return "parity of n bits";
   if (task == "counting") return "count n steps modulo 10 from the start digit";
   if (task == "dyck") return "balanced strings of () and [], scored as language modelling";
+  if (task == "mqar") return "distinct key-value pairs, then a region of queried keys: answer each key's value at its position";
   return task;
 }
 

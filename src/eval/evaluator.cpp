@@ -253,7 +253,10 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
     json r;
     try {
       model->pos->check_length(tokens);
-      if (corpus.is_task()) r = eval_task_length(model, static_cast<const TaskCorpus&>(corpus), c, length, o, rt);
+      if (corpus.is_task() && c.data.task == "mqar" && length > c.data.symbols)
+        r = not_applicable(length, tokens, "mqar keys are distinct letters: " + std::to_string(length) +
+                                               " pairs need more than data.symbols = " + std::to_string(c.data.symbols));
+      else if (corpus.is_task()) r = eval_task_length(model, static_cast<const TaskCorpus&>(corpus), c, length, o, rt);
       else r = eval_text_length(model, static_cast<const TextCorpus&>(corpus), length, o, rt, short_nll, key);
     } catch (const PositionLimitError& e) {
       r = not_applicable(length, tokens, e.what());

@@ -72,7 +72,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
       std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
       for (const auto& r : p["results"]) {
         const bool counted = r["control"].is_null() || (r["control"] == "no_needle" && !r["depth"].is_null());
-        if (!counted) continue;
+        if (!counted || r.value("axis", "distance") != "distance") continue;  // mqar: the distance axis, as its effective length
         const int L = r["length"].get<int>();
         auto& la = g.lengths[L];
         if (r["status"] != "ok") {

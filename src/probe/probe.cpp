@@ -11,6 +11,7 @@
 
 #include "data/corpus.h"
 #include "eval/evaluator.h"
+#include "probe/mqar.h"
 #include "probe/stats.h"
 #include "train/run_dir.h"
 #include "util/files.h"
@@ -215,10 +216,21 @@ static int effective_length_of(const json& results, double threshold) {
 }
 
 json probe_model(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
-  if (o.task != "passkey") throw ConfigError("--task: unknown probe '" + o.task + "' (allowed: passkey)");
-  json out = passkey_probe(model, tok, c, o, rt);
-  const int train_length = c.model.block_size;
-  const int eff = effective_length_of(out["results"], o.threshold);
+  json out;
+  int train_length = c.model.block_size;
+  if (o.task == "passkey") {
+    out = passkey_probe(model, tok, c, o, rt);
+  } else if (o.task == "mqar") {
+    out = mqar_probe(model, c, o, rt);
+    train_length = mqar_train_tokens(c);
+  } else {
+    throw ConfigError("--task: unknown probe '" + o.task + "' (allowed: passkey, mqar)");
+  }
+  // mqar: the effective length is over the distance axis (the load axis changes the task as it grows).
+  json counted = json::array();
+  for (const auto& r : out["results"])
+    if (!r.contains("axis") || r["axis"] == "distance") counted.push_back(r);
+  const int eff = effective_length_of(counted, o.threshold);
   json head = {{"task", o.task}, {"encoding", c.model.pos_encoding.kind}, {"train_length", train_length},
                {"threshold", o.threshold}, {"effective_length", eff},
                {"effective_multiple", static_cast<double>(eff) / train_length}, {"trials", o.trials}, {"seed", o.seed}};
@@ -242,6 +254,14 @@ void check_probe_options(const ProbeOptions& o, const std::function<std::string(
   if (o.digits < 0 || o.digits > 18) throw ConfigError(name("digits") + ": must be between 1 and 18, got " + std::to_string(o.digits));
   if (!o.template_name.empty() && o.template_name != "auto" && o.template_name != "reference" && o.template_name != "compact")
     throw ConfigError(name("template") + ": unknown '" + o.template_name + "' (allowed: auto, reference, compact)");
+  if (o.task == "mqar") {  // the passkey's options mean nothing to mqar: say so rather than ignore them
+    const std::string why = " applies to the passkey probe only (mqar has no needle: see docs/probes.md)";
+    if (!o.depths.empty()) throw ConfigError(name("depths") + why);
+    if (o.no_needle) throw ConfigError(name("no_needle") + why);
+    if (o.haystack != "noise") throw ConfigError(name("haystack") + why);
+    if (o.digits != 0) throw ConfigError(name("digits") + why);
+    if (!o.template_name.empty()) throw ConfigError(name("template") + why);
+  }
 }
 
 ProbeOptions probe_options_from_json(const std::string& task, const json& j, const std::string& where) {
@@ -295,11 +315,17 @@ json probe_options_to_json(const ProbeOptions& o) {
 json probe_run(const std::string& dir, ProbeOptions o) {
   const std::map<std::string, std::string> flags = {{"task", "--task"}, {"trials", "--trials"}, {"threshold", "--threshold"},
                                                     {"haystack", "--haystack"}, {"depths", "--depths"}, {"lengths", "--lengths"},
-                                                    {"digits", "--digits"}, {"template", "--template"}};
+                                                    {"digits", "--digits"}, {"template", "--template"},
+                                                    {"no_needle", "--no-needle"}};
   check_probe_options(o, [&](const std::string& key) { return flags.at(key); });
   auto run = load_run(dir);
   const Config& c = run.config;
+  if (o.lengths.empty() && o.task == "mqar" && c.data.task == "mqar") {
+    const int T = mqar_train_tokens(c);  // tokens, not the evaluator's items
+    o.lengths = {T, 2 * T, 4 * T, 8 * T};
+  }
   if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
+  if (o.task == "mqar") check_mqar_probe(c, o);  // before any work
   Runtime rt = make_runtime(c);
   run.model->to(rt.device);
   json out = probe_model(run.model, run.tokenizer, c, o, rt);
@@ -312,15 +338,22 @@ json probe_run(const std::string& dir, ProbeOptions o) {
 std::string format_probe_table(const json& p) {
   std::ostringstream out;
   char line[256];
+  const bool mqar = p["task"] == "mqar";
   out << p["task"].get<std::string>() << " probe of " << p["encoding"].get<std::string>() << " (trained at "
-      << p["train_length"] << " tokens; " << p["template"].get<std::string>() << " template, " << p["digits"]
-      << "-digit keys, " << p["haystack"].get<std::string>() << " haystack, " << p["trials"] << " trials a cell)\n";
-  std::snprintf(line, sizeof line, "%7s %-10s %7s %17s %9s %10s  %s\n", "length", "depth", "exact", "95% interval", "digits",
-                "logprob", "status");
+      << p["train_length"] << " tokens; ";
+  if (mqar)
+    out << p["pairs"] << " pairs, " << p["queries"] << " queries, " << p["gaps"].get<std::string>() << " gaps, ";
+  else
+    out << p["template"].get<std::string>() << " template, " << p["digits"] << "-digit keys, "
+        << p["haystack"].get<std::string>() << " haystack, ";
+  out << p["trials"] << " trials a cell)\n";
+  std::snprintf(line, sizeof line, "%7s %-10s %7s %17s %9s %10s  %s\n", "length", mqar ? "axis" : "depth", "exact",
+                "95% interval", mqar ? "answers" : "digits", "logprob", "status");
   out << line;
   for (const auto& r : p["results"]) {
     std::string depth = r["depth"].is_null() ? "-" : ([&] { char b[16]; std::snprintf(b, sizeof b, "%.2f", r["depth"].get<double>()); return std::string(b); })();
     if (!r["control"].is_null()) depth = r["control"] == "no_needle" ? "no needle" : depth + "*";
+    if (r.contains("axis")) depth = r["axis"].get<std::string>() + " " + std::to_string(r["pairs"].get<int>());
     if (r["status"] != "ok") {
       std::snprintf(line, sizeof line, "%7d %-10s %7s %17s %9s %10s  %s\n", r["length"].get<int>(), depth.c_str(), "-", "-", "-", "-",
                     r["status"].get<std::string>().c_str());
@@ -335,7 +368,9 @@ std::string format_probe_table(const json& p) {
   char tail[160];
   std::snprintf(tail, sizeof tail, "effective length (lower 95%% bound of exact match >= %.2f at every length up to it): %d tokens (%.2fx)\n",
                 p["threshold"].get<double>(), p["effective_length"].get<int>(), p["effective_multiple"].get<double>());
-  out << tail << "(* control: the needle next to the question)\n";
+  out << tail << (mqar ? "(axis and pairs: distance keeps the run's pairs and stretches the query region; load scales the "
+                         "pairs; the effective length is over distance)\n"
+                       : "(* control: the needle next to the question)\n");
   return out.str();
 }
 

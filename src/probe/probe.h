@@ -20,7 +20,7 @@ extern const std::vector<std::string> kProbeTasks;  // passkey, mqar
 
 struct ProbeOptions {
   std::string task = "passkey";
-  std::vector<int> lengths;    // empty: the run's evaluation lengths
+  std::vector<int> lengths;    // tokens; empty: passkey: the run's evaluation lengths, mqar: 1, 2, 4, 8x its training length
   std::vector<double> depths;  // passkey; empty: 0, 0.25, 0.5, 0.75
   int trials = 50;             // per (length, depth) cell
   std::string haystack = "noise";  // noise | text (held-out text of the run's corpus)

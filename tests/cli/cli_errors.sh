@@ -30,6 +30,17 @@ expect_fail 2 "config nope.json: no such file" -- "$POSLAB" train -c nope.json -
 expect_fail 2 "--set model.pos.kind: unknown key 'model.pos'" -- "$POSLAB" train -c ok.json --set model.pos.kind=rope --out r1
 expect_fail 2 "model.n_embd must be divisible by model.n_head" -- "$POSLAB" train -c ok.json --set model.n_embd=15 --out r1
 expect_fail 2 "--resume r1: no run here" -- "$POSLAB" train --resume r1
+# mqar's options (data.mqar): each bad value named by its key.
+MQ="--set data.task=mqar"
+expect_fail 2 "data.mqar.gaps: unknown gap distribution 'zipf' (allowed: power, uniform)" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.gaps=zipf --out r1
+expect_fail 2 "data.mqar.power_a must be in (0, 1] (1 = uniform), got 0.0" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.power_a=0 --out r1
+expect_fail 2 "data.mqar.space must be between 1 and 64" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.space=0 --out r1
+expect_fail 2 "data.mqar.queries must be >= 0 (0 = every pair), got -1" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.queries=-1 --out r1
+expect_fail 2 "data.mqar.queries must be an integer" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.queries=all --out r1
+expect_fail 2 "unknown key 'data.mqar.pairs' (allowed here: gaps, power_a, queries, space)" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.pairs=4 --out r1
+expect_fail 2 "data.max_len must be <= data.symbols (16) for mqar" -- "$POSLAB" train -c ok.json $MQ --set data.max_len=17 --out r1
+expect_fail 2 "data.max_len: mqar with 8 items needs 41 input tokens, but model.block_size is 40" -- \
+  "$POSLAB" train -c ok.json $MQ --set data.mqar.space=3 --out r1
 # Encoding options (issue 12): wrong type, out of range, each naming its key.
 PE=model.pos_encoding
 printf '{"model": {"pos_encoding": {"kind": "t5", "num_buckets": "many"}}}\n' > buckets_type.json
