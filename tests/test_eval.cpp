@@ -214,3 +214,82 @@ TEST(Eval, WindowsLossIsTheLastWindowsOfTheSplit) {
   EXPECT_NEAR(r["loss"].get<double>(), sum / 3, 1e-5);
   EXPECT_NEAR(r["sliding"]["loss"].get<double>(), sum / 3, 1e-5);
 }
+
+// Key-token loss by its definition, recomputed here one target at a time: the full loss of target j is
+// its windows-protocol loss (context from the start of its window of L); the short loss has context from
+// end - S, where end is the first of N-1, N-1-S/2, N-1-S, ... at or after j (windows of S moved by S/2,
+// each scoring its last S/2 targets); key tokens have short - full > margin.
+TEST(Eval, KeyTokensFollowTheirDefinition) {
+  TempDir dir;
+  Config c = tiny_text("rope", corpus_file(dir));
+  c.train.max_iters = 60;
+  c.eval.key_short = 8;
+  c.eval.key_margin = 0.05;
+  train_new(c, dir.sub("run"));
+  auto run = load_run(dir.sub("run"));
+  auto corpus = make_corpus(run.config, run.tokenizer);
+  const auto& text = static_cast<const TextCorpus&>(*corpus);
+  const int64_t N = text.split_tokens(Split::Val), L = 40, S = 8, T = 3 * L;
+  const auto val = text.windows(Split::Val, {0}, N)[0];  // (N,)
+  auto loss_at = [&](int64_t from, int64_t j) {           // -log p(token j | tokens from .. j-1)
+    auto x = val.slice(0, from, j).unsqueeze(0);          // (1, j - from)
+    auto logits = run.model->forward(x);                  // (1, j - from, V)
+    return -torch::log_softmax(logits[0][j - from - 1], -1)[val[j].item<int64_t>()].item<double>();
+  };
+  int64_t count = 0, ambiguous = 0;
+  double key_full = 0, key_short = 0;
+  {
+    torch::NoGradGuard no_grad;
+    run.model->eval();
+    for (int64_t j = N - T; j <= N - 1; ++j) {
+      const int64_t wend = N - 1 - ((N - 1 - j) / L) * L;          // windows of L ending at N-1, N-1-L, ...
+      const int64_t send = N - 1 - ((N - 1 - j) / (S / 2)) * (S / 2);  // short windows moved by S/2
+      const double full = loss_at(wend - L, j), shrt = loss_at(send - S, j);
+      const double gain = shrt - full - c.eval.key_margin;
+      if (std::abs(gain) < 1e-4) ++ambiguous;
+      if (gain > 0) ++count, key_full += full, key_short += shrt;
+    }
+  }
+  ASSERT_GT(count, 0) << "the check needs some key tokens";
+  EvalOptions o{{static_cast<int>(L)}, 1, 4, /*stride=*/0, /*tokens=*/static_cast<int>(T)};
+  auto eval = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+  const auto& k = eval["results"][0]["key_tokens"];
+  ASSERT_TRUE(k.is_object()) << eval["results"][0].dump();
+  EXPECT_EQ(k["short_context"].get<int64_t>(), S);
+  EXPECT_DOUBLE_EQ(k["margin"].get<double>(), 0.05);
+  EXPECT_LE(std::abs(k["count"].get<int64_t>() - count), ambiguous);
+  EXPECT_NEAR(k["fraction"].get<double>(), static_cast<double>(k["count"].get<int64_t>()) / T, 1e-12);
+  if (ambiguous == 0) {
+    EXPECT_NEAR(k["loss"].get<double>(), key_full / count, 1e-4);
+    EXPECT_NEAR(k["short_loss"].get<double>(), key_short / count, 1e-4);
+  }
+}
+
+// Key tokens are off for tasks and with eval.key_short = -1, and the default short context is a quarter
+// of the training length.
+TEST(Eval, KeyTokensOnlyForTextAndWhenAskedFor) {
+  TempDir dir;
+  Config c = tiny_text("alibi", corpus_file(dir));
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  auto run = load_run(dir.sub("run"));
+  auto corpus = make_corpus(run.config, run.tokenizer);
+  EvalOptions o{{32, 64}, 1, 4, 0, 200};
+  auto on = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+  for (const auto& r : on["results"]) EXPECT_EQ(r["key_tokens"]["short_context"].get<int64_t>(), 32 / 4);
+  run.config.eval.key_short = -1;
+  auto off = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+  for (const auto& r : off["results"]) EXPECT_FALSE(r.contains("key_tokens"));
+
+  Config t;
+  t.data.task = "copy";
+  t.data.max_len = 4;
+  t.model.n_layer = 1, t.model.n_embd = 32, t.model.block_size = 16;
+  t.train.max_iters = 2, t.train.precision = "fp32";
+  train_new(t, dir.sub("task"));
+  auto task = load_run(dir.sub("task"));
+  auto task_corpus = make_corpus(task.config, task.tokenizer);
+  EvalOptions ot{{4}, 1, 4, 0, 0};
+  auto te = evaluate(task.model, *task_corpus, task.config, ot, make_runtime(task.config));
+  EXPECT_FALSE(te["results"][0].contains("key_tokens"));
+}

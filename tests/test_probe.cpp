@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "eval/key_tokens.h"
 #include "probe/mqar.h"
 #include "probe/passkey.h"
 #include "probe/probe.h"
@@ -261,4 +262,28 @@ TEST(ProbeScoring, MqarAnswersScoredAtTheirPositions) {
   EXPECT_NEAR(s.accuracy_sum, accuracy, 1e-9);
   EXPECT_NEAR(s.accuracy_sum, 3 + 3 * 2.0 / 3, 1e-9);
   EXPECT_NEAR(s.logprob_sum, logprob, 1e-4);
+}
+
+// key_token_stats on hand-made vectors: NaN targets are skipped, the margin is strict, the fraction
+// counts targets scored in both, and the losses are null when no target qualifies.
+TEST(KeyTokenStats, HandMadeVectors) {
+  const double nan = std::nan("");
+  KeyTokenOptions o;
+  o.short_context = 16;
+  o.margin = 1.0;
+  //                  key   not(=margin) key   skipped skipped not
+  std::vector<double> full = {0.5, 1.0, 0.2, nan, 2.0, 3.0};
+  std::vector<double> shrt = {2.0, 2.0, 1.7, 1.0, nan, 3.5};
+  auto k = key_token_stats(full, shrt, o);
+  EXPECT_EQ(k["short_context"].get<int64_t>(), 16);
+  EXPECT_EQ(k["count"].get<int64_t>(), 2);
+  EXPECT_DOUBLE_EQ(k["fraction"].get<double>(), 2.0 / 4.0);
+  EXPECT_DOUBLE_EQ(k["loss"].get<double>(), (0.5 + 0.2) / 2);
+  EXPECT_DOUBLE_EQ(k["short_loss"].get<double>(), (2.0 + 1.7) / 2);
+  o.margin = 10;
+  auto none = key_token_stats(full, shrt, o);
+  EXPECT_EQ(none["count"].get<int64_t>(), 0);
+  EXPECT_DOUBLE_EQ(none["fraction"].get<double>(), 0.0);
+  EXPECT_TRUE(none["loss"].is_null());
+  EXPECT_TRUE(none["short_loss"].is_null());
 }
