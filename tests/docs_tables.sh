@@ -39,6 +39,36 @@ MD
 "$PY" "$ROOT/scripts/readme_table.py" print "$WORK/results.json" > "$WORK/have.md"
 check "readme_table.py print writes the table by hand" diff "$WORK/want.md" "$WORK/have.md"
 
+# With a passkey probe, the retrieval table follows: exact match by length with Wilson bounds, bold where the
+# lower bound reaches the threshold, and the effective length as a multiple of the training length.
+"$PY" - "$WORK/results.json" "$WORK/results-pk.json" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["probes"] = {"passkey": {"digits": 2, "haystack": "noise", "train_length": 64, "threshold": 0.85,
+  "groups": [{"group": "rope", "effective_length_min": 64, "lengths": [
+                {"length": 64, "exact_mean": 1.0, "exact_low": 0.93, "exact_high": 1.0},
+                {"length": 128, "exact_mean": 0.02, "exact_low": 0.004, "exact_high": 0.105}]},
+             {"group": "alibi", "effective_length_min": 0, "lengths": [
+                {"length": 64, "exact_mean": 0.5, "exact_low": 0.366, "exact_high": 0.634},
+                {"length": 128, "exact_mean": None, "exact_low": None, "exact_high": None}]}],
+  "ranking": [{"name": "rope"}, {"name": "alibi"}]}}
+json.dump(r, open(sys.argv[2], "w"))
+PYEOF
+cat "$WORK/want.md" > "$WORK/want-pk.md"
+cat >> "$WORK/want-pk.md" <<'MD'
+
+Passkey retrieval, exact match (2-digit keys, noise filler, depths pooled, [Wilson 95%]):
+
+| encoding | 64 | 128 | effective length |
+|---|---|---|---|
+| rope | **1.00 [0.93, 1.00]** | 0.02 [0.00, 0.10] | 64 (1x) |
+| alibi | 0.50 [0.37, 0.63] | n/a | none |
+
+Ranking by retrieval (effective length, then exact match past 64 tokens): rope, alibi.
+MD
+"$PY" "$ROOT/scripts/readme_table.py" print "$WORK/results-pk.json" > "$WORK/have-pk.md"
+check "readme_table.py print adds the passkey table by hand" diff "$WORK/want-pk.md" "$WORK/have-pk.md"
+
 # write then check round-trips on a copy of a doc; a changed number is then caught.
 printf 'intro\n<!-- table t: test -->\nold\n<!-- end table t -->\nafter\n' > "$WORK/doc.md"
 mkdir -p "$WORK/root/scripts" "$WORK/root/docs"
