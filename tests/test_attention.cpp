@@ -39,7 +39,7 @@ TEST_P(RecordedKind, MapsAreCausalRowsSumToOneOutputUnchanged) {
   for (const auto& block : *model->h) EXPECT_EQ(block->as<Block>()->attn->record_probs, nullptr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, RecordedKind, ::testing::ValuesIn(kEncodingKinds),
+INSTANTIATE_TEST_SUITE_P(Kinds, RecordedKind, ::testing::ValuesIn(encoding_kinds()),
                          [](const auto& info) { return info.param; });
 
 TEST(AttentionStats, HandMadeMatrixGivesHandComputedValues) {

@@ -81,7 +81,7 @@ TEST_P(BlockedEveryKind, BlocksAreTakenOnlyWithoutAutograd) {
   EXPECT_EQ(model->query_block_for(2, 3), 3) << "a block never exceeds the sequence";
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, BlockedEveryKind, ::testing::ValuesIn(kEncodingKinds),
+INSTANTIATE_TEST_SUITE_P(Kinds, BlockedEveryKind, ::testing::ValuesIn(encoding_kinds()),
                          [](const auto& info) { return info.param; });
 
 TEST(BlockedAttention, BlockSizedToTheBudget) {

@@ -69,7 +69,7 @@ TEST_P(EveryKindCached, ChunkedPrefillMatchesFullForward) {
 }
 
 static std::vector<std::string> kinds_and_variants() {
-  auto out = kEncodingKinds;
+  auto out = encoding_kinds();
   out.push_back("rope_half");  // rotary_fraction 0.5
   return out;
 }

@@ -63,7 +63,7 @@ TEST_P(EveryKind, ForwardShapesAndLoss) {
   EXPECT_NEAR(loss.item<double>(), std::log(11.0), 0.5);  // near-uniform at init
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, EveryKind, ::testing::ValuesIn(kEncodingKinds),
+INSTANTIATE_TEST_SUITE_P(Kinds, EveryKind, ::testing::ValuesIn(encoding_kinds()),
                          [](const auto& info) { return info.param; });
 
 TEST(Model, PositionalModuleRegisteredOnceOnTheModel) {

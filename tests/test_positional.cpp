@@ -127,7 +127,7 @@ TEST(Learned, RefusesPositionsPastTable) {
 }
 
 TEST(OtherKinds, AcceptAnyLength) {
-  for (const auto& kind : kEncodingKinds)
+  for (const auto& kind : encoding_kinds())
     if (kind != "learned") EXPECT_NO_THROW(make(kind)->check_length(100000)) << kind;
 }
 
@@ -166,7 +166,7 @@ TEST(Families, EachKindUsesOnlyItsHook) {
   auto x = torch::randn({1, 6, 16});
   auto q = torch::randn({1, 2, 6, 8}), k = torch::randn({1, 2, 6, 8});
   auto positions = torch::arange(6, torch::kLong);
-  for (const auto& kind : kEncodingKinds) {
+  for (const auto& kind : encoding_kinds()) {
     auto pe = make(kind);
     const bool embeds = !torch::equal(pe->embed(x, positions), x);
     const bool rotates = !torch::equal(pe->rotate(q, k, positions).first, q);

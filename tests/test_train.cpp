@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "config/config.h"
+#include "model/positional/registry.h"
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
@@ -65,7 +66,7 @@ TEST_P(TrainEveryKind, ShortRunLowersTheLoss) {
     EXPECT_TRUE(summary.contains(key)) << key;
 }
 
-INSTANTIATE_TEST_SUITE_P(Kinds, TrainEveryKind, ::testing::ValuesIn(kEncodingKinds),
+INSTANTIATE_TEST_SUITE_P(Kinds, TrainEveryKind, ::testing::ValuesIn(encoding_kinds()),
                          [](const auto& info) { return info.param; });
 
 // Trains `c` straight through and stopped at `stop_at` then resumed: the logs must be identical.
@@ -126,7 +127,7 @@ static std::vector<std::pair<std::string, torch::Tensor>> train_steps(const Conf
 }
 
 TEST(BatchShards, StepsMatchTheWholeBatchForEveryKind) {
-  for (const auto& kind : kEncodingKinds) {
+  for (const auto& kind : encoding_kinds()) {
     Config c = tiny_copy(kind);  // variable-length copy examples: shards hold different numbers of scored tokens
     c.train.batch_size = 7;     // uneven shards: 3, 3, 1
     c.train.threads = 2;

@@ -69,7 +69,7 @@ static ConfigError as_flag_error(const ConfigError& e) {
       {"model.pos_encoding.randomize.max_position", "--randomize"}, {"model.pos_encoding.kind", "--kind"},
       {"model.pos_encoding.base", "--base"}, {"model.pos_encoding.scale", "--scale"},
       {"model.pos_encoding.bits", "--bits"}, {"model.n_embd", "--dim"}, {"model.n_head", "--heads"},
-      {"model.block_size", "--positions"}};
+      {"model.block_size", "--positions"}, {"model.pos_encoding.plugin", "--plugin"}};
   std::string what = e.what();
   for (const auto& [key, flag] : flags)
     for (auto at = what.find(key); at != std::string::npos; at = what.find(key)) what.replace(at, key.size(), flag);
@@ -79,7 +79,7 @@ static ConfigError as_flag_error(const ConfigError& e) {
 namespace {
 
 struct PeOpts {
-  std::string kind, format = "csv", plot, plot_data;
+  std::string kind, format = "csv", plot, plot_data, plugin;
   int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0, randomize = 0, seed = 0;
   double base = 10000, scale = 0, factor = 1;
   std::string params, rope_scaling = "none";
@@ -179,9 +179,8 @@ void add_pe(CLI::App& app) {
   auto* cmd = app.add_subcommand("pe", "Print a positional encoding: additive table (N x D), rope angles (N x D/2), "
                                        "a bias (H, N, N), t5 buckets, fire's MLP input, xpos scales, randomized "
                                        "positions (docs/encodings.md); or draw it (--plot)");
-  std::string kinds;
-  for (const auto& k : kEncodingKinds) kinds += (kinds.empty() ? "" : "|") + k;
-  cmd->add_option("--kind,-k", o->kind, kinds)->required();
+  cmd->add_option("--kind,-k", o->kind, join_kinds(encoding_kinds(), "|") + ", or a kind of the --plugin")->required();
+  cmd->add_option("--plugin", o->plugin, "A plug-in's shared library, whose kinds --kind may name (docs/extending.md)");
   cmd->add_option("--positions,-n", o->positions, "Number of positions N")->required()->check(positive_integer());
   cmd->add_option("--dim,-d", o->dim, "Additive kinds: the model width D; others: the head size")
       ->required()
@@ -214,15 +213,14 @@ void add_pe(CLI::App& app) {
     // Build through the same config validation and factory that training uses. --dim is the model
     // width of an additive kind and the head size of every other (heads do not change an additive table).
     const auto params = parse_params(o->params);
-    if (std::find(kEncodingKinds.begin(), kEncodingKinds.end(), o->kind) == kEncodingKinds.end()) {
-      std::string known;
-      for (const auto& k : kEncodingKinds) known += (known.empty() ? "" : ", ") + k;
-      throw ConfigError("--kind: unknown encoding '" + o->kind + "' (allowed: " + known + ")");
-    }
-    const std::string family = encoding_family(o->kind);
+    if (!o->plugin.empty()) o->plugin = absolute_path(o->plugin);
+    if (!o->plugin.empty()) load_plugin(o->plugin, "--plugin");
+    const EncodingSpec* spec = find_encoding(o->kind);
+    if (!spec) throw ConfigError("--kind: unknown encoding '" + o->kind + "' (allowed: " + join_kinds(encoding_kinds()) + ")");
+    const std::string family = spec->family;
     const bool additive = family == "additive";
     if (o->rope_scaling != "none" && family != "rotary")
-      throw ConfigError("--rope-scaling applies to rotary kinds (rope, xpos), not --kind " + o->kind);
+      throw ConfigError("--rope-scaling applies to rotary kinds (" + join_kinds(encoding_kinds_of("rotary")) + "), not --kind " + o->kind);
     if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
     if (family == "rotary" && o->dim % 2 != 0)
       throw ConfigError("--dim must be even for " + o->kind + " (it rotates pairs of the head's dims), got " +
@@ -233,7 +231,7 @@ void add_pe(CLI::App& app) {
                           {"block_size", o->positions},
                           {"pos_encoding",
                            {{"kind", o->kind}, {"base", o->base}, {"scale", o->scale}, {"bits", o->bits},
-                            {"randomize", {{"max_position", o->randomize}}}}}}}};
+                            {"plugin", o->plugin}, {"randomize", {{"max_position", o->randomize}}}}}}}};
     Config c;
     try {
       c = config_from_json(j);
@@ -249,7 +247,7 @@ void add_pe(CLI::App& app) {
     const double scale = o->scale > 0 ? o->scale : default_additive_scale(o->kind, o->dim);
     if (o->format == "json" || pictures) {
       nlohmann::json out = {{"kind", o->kind}, {"family", pe->family()}, {"positions", o->positions}, {"dim", o->dim}};
-      if (pe->family() == "additive" && o->kind != "learned") out["scale"] = scale;
+      if (spec->default_scale) out["scale"] = scale;  // kinds with a scale knob
       for (const auto& [name, t] : tensors) out[name] = tensor_to_json(t);
       if (!pictures) {
         std::cout << out.dump() << "\n";
@@ -262,7 +260,7 @@ void add_pe(CLI::App& app) {
         if (!f.empty()) std::cout << "written: " << f << "\n";
     } else {
       auto printed = tensors;
-      if (pe->family() == "additive" && o->kind != "learned") printed["scale"] = torch::tensor(scale, torch::kDouble);
+      if (spec->default_scale) printed["scale"] = torch::tensor(scale, torch::kDouble);
       print_csv(printed);
     }
   });

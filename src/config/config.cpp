@@ -8,14 +8,12 @@
 #include <set>
 #include <sstream>
 
+#include "model/positional/registry.h"
 #include "util/files.h"
 
 namespace poslab {
 using nlohmann::json;
 
-const std::vector<std::string> kEncodingKinds = {"none",       "index",        "binary",   "sinusoidal", "learned",
-                                                 "rope",       "alibi",        "xpos",     "t5",         "kerple_log",
-                                                 "kerple_power", "sandwich",   "fire",     "cope"};
 static const std::vector<std::string> kTasks = {"copy",   "reverse",  "sort", "addition",
                                                 "associative_recall", "parity", "counting", "dyck", "mqar"};
 
@@ -86,6 +84,13 @@ static void merge_at(json& base, const json& patch, const std::string& prefix, c
                       type_name(patch));
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
+    // A plug-in's options sit beside the built-in keys; the plug-in's spec checks them once it is loaded.
+    const bool plugin_named = (base.contains("plugin") && base["plugin"].is_string() && !base["plugin"].get<std::string>().empty()) ||
+                              (patch.contains("plugin") && patch["plugin"].is_string() && !patch["plugin"].get<std::string>().empty());
+    if (!base.contains(it.key()) && prefix == "model.pos_encoding" && plugin_named) {
+      base[it.key()] = it.value();
+      continue;
+    }
     if (!base.contains(it.key())) {
       std::vector<std::string> known;
       for (auto k = base.begin(); k != base.end(); ++k) known.push_back(k.key());
@@ -132,6 +137,8 @@ static json load_layers(const std::string& path, std::set<std::string>& seen) {
     for (const char* key : {"path", "dir", "train_path", "val_path"}) resolve(file["data"], key);
     if (file["data"].contains("tokenizer")) resolve(file["data"]["tokenizer"], "model");
   }
+  if (file.contains("model") && file["model"].is_object() && file["model"].contains("pos_encoding"))
+    resolve(file["model"]["pos_encoding"], "plugin");
   merge_config(merged, file, path);
   return merged;
 }
@@ -199,6 +206,51 @@ static json rope_scaling_to_json(const RopeScalingConfig& r) {
   return {{"kind", r.kind}, {"factor", r.factor}, {"original_length", r.original_length}};
 }
 
+// model.pos_encoding.plugin: loads the library (registering its kinds), checks it against the hash a run
+// recorded, records the hash otherwise, and checks the plug-in's own options (the keys beside the built-in
+// ones) against the defaults its kinds declared, filling in the ones not given.
+static void plugin_from_json(const json& full, PosEncodingConfig& pe) {
+  const std::string at = "model.pos_encoding.";
+  const json& section = full["model"]["pos_encoding"];
+  const json& builtin = default_config_json()["model"]["pos_encoding"];
+  json given = json::object();
+  for (auto it = section.begin(); it != section.end(); ++it)
+    if (!builtin.contains(it.key())) given[it.key()] = it.value();
+  if (pe.plugin.empty()) {
+    if (!pe.plugin_sha256.empty())
+      throw ConfigError(at + "plugin_sha256 is set but " + at + "plugin is empty (the hash belongs to a plug-in)");
+    if (!given.empty())  // only a plug-in's options may stand beside the built-in keys (merge_at lets them in)
+      throw ConfigError(at + given.begin().key() + ": unknown key (a plug-in's option, but no " + at + "plugin is named)");
+    if (const auto* spec = find_encoding(pe.kind); spec && !spec->plugin.empty())
+      throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ": name it in " + at + "plugin");
+    return;
+  }
+  pe.plugin = absolute_path(pe.plugin);  // a --set value: relative to the working directory
+  const LoadedPlugin& plugin = load_plugin(pe.plugin, at + "plugin");
+  if (!pe.plugin_sha256.empty() && pe.plugin_sha256 != plugin.sha256)
+    throw ConfigError(at + "plugin " + pe.plugin + ": changed since the run recorded it (sha256 " + pe.plugin_sha256.substr(0, 12) +
+                      "..., now " + plugin.sha256.substr(0, 12) + "...); rebuild the plug-in the run was trained with");
+  pe.plugin_sha256 = plugin.sha256;
+  // Options of every kind of the plug-in, side by side (each kind reads its own, as the built-ins do).
+  json declared = json::object();
+  for (const auto& kind : plugin.kinds) declared.update(find_encoding(kind)->options);
+  for (auto it = given.begin(); it != given.end(); ++it) {
+    if (!declared.contains(it.key())) {
+      std::vector<std::string> names;
+      for (auto d = declared.begin(); d != declared.end(); ++d) names.push_back(d.key());
+      throw ConfigError(at + it.key() + ": unknown key (plug-in " + pe.plugin + " declares " +
+                        (names.empty() ? std::string("no options") : "the options " + join(names)) + ")");
+    }
+    if (!same_type(declared[it.key()], it.value()))
+      throw ConfigError(at + it.key() + " must be " + type_name(declared[it.key()]) + ", got " + it.value().dump());
+  }
+  pe.options = declared;
+  for (auto it = given.begin(); it != given.end(); ++it)
+    pe.options[it.key()] = declared[it.key()].is_number_float() ? json(it.value().get<double>()) : it.value();
+  if (const auto* spec = find_encoding(pe.kind); spec && !spec->plugin.empty() && spec->plugin != plugin.path)
+    throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ", not from " + pe.plugin);
+}
+
 // The pos_encoding section; `m` has the validated model sizes. Options of other kinds are ignored.
 static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelConfig& m) {
   const std::string at = "model.pos_encoding.";
@@ -219,37 +271,18 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   pe.randomize.max_position = get<int>(full, at + "randomize.max_position");
   pe.randomize.eval = get<bool>(full, at + "randomize.eval");
   pe.rope_scaling = rope_scaling_from_json(full, at + "rope_scaling.", "the --init-from run's block_size, else model.block_size");
-  const int head = m.n_embd / m.n_head;
-  one_of(at + "kind", pe.kind, kEncodingKinds, "encoding");
-  if (pe.kind == "rope" || pe.kind == "xpos")
-    require(head % 2 == 0, "model.n_embd",
-            "such that the head size n_embd/n_head is even for " + pe.kind + " (it rotates pairs)", m.n_embd);
-  if (pe.kind == "sinusoidal")
-    require(m.n_embd % 2 == 0, "model.n_embd", "even for sinusoidal (sin/cos pairs)", m.n_embd);
+  pe.plugin = get<std::string>(full, at + "plugin");
+  pe.plugin_sha256 = get<std::string>(full, at + "plugin_sha256");
+  plugin_from_json(full, pe);
+  one_of(at + "kind", pe.kind, encoding_kinds(), "encoding");
   require(pe.base > 1, at + "base", "> 1", pe.base);
   require(pe.scale >= 0, at + "scale", ">= 0 (0 = the kind's default)", pe.scale);
-  if (pe.kind == "binary")
-    require(pe.bits >= 1 && pe.bits <= std::min(30, m.n_embd), at + "bits", "between 1 and min(30, n_embd)", pe.bits);
-  if (pe.kind == "rope") {
-    require(pe.rotary_fraction > 0 && pe.rotary_fraction <= 1, at + "rotary_fraction", "in (0, 1]", pe.rotary_fraction);
-    require(rotary_dims(head, pe.rotary_fraction) >= 2, at + "rotary_fraction",
-            "large enough to rotate at least one pair of the " + std::to_string(head) + " head dims", pe.rotary_fraction);
-  }
-  if (pe.kind == "xpos") require(pe.scale_base > 0, at + "scale_base", "positive", pe.scale_base);
-  if (pe.rope_scaling.kind != "none" && pe.kind != "rope" && pe.kind != "xpos")
-    throw ConfigError(at + "rope_scaling.kind: '" + pe.rope_scaling.kind + "' applies to rotary encodings (rope, xpos), not to '" +
-                      pe.kind + "', which has no rotary frequencies to stretch");
-  if (pe.kind == "t5") {
-    require(pe.num_buckets >= 2, at + "num_buckets", "at least 2", pe.num_buckets);
-    require(pe.max_distance > pe.num_buckets / 2, at + "max_distance",
-            "> num_buckets/2 (" + std::to_string(pe.num_buckets / 2) + ", the exact buckets)", pe.max_distance);
-  }
-  if (pe.kind == "fire") {
-    require(pe.mlp_width >= 1, at + "mlp_width", "positive", pe.mlp_width);
-    require(pe.init_c > 0, at + "init_c", "positive", pe.init_c);
-    require(pe.init_L > 0, at + "init_L", "positive", pe.init_L);
-  }
-  if (pe.kind == "cope") require(pe.npos >= 1, at + "npos", "positive", pe.npos);
+  // The kind's own checks (its file registered them) and, for a plug-in's kind, one trial construction.
+  check_positional({pe, m.n_embd, m.n_head, m.block_size});
+  const auto rotary = encoding_kinds_of("rotary");
+  if (pe.rope_scaling.kind != "none" && find_encoding(pe.kind)->family != "rotary")
+    throw ConfigError(at + "rope_scaling.kind: '" + pe.rope_scaling.kind + "' applies to rotary encodings (" +
+                      join(rotary) + "), not to '" + pe.kind + "', which has no rotary frequencies to stretch");
   require(pe.randomize.max_position == 0 || pe.randomize.max_position >= m.block_size, at + "randomize.max_position",
           "0 (off) or >= model.block_size (" + std::to_string(m.block_size) + ")", pe.randomize.max_position);
   return pe;
@@ -423,7 +456,7 @@ Config config_from_json(const json& j) {
 
 json config_to_json(const Config& c) {
   const auto& pe = c.model.pos_encoding;
-  return json{
+  json out{
       {"seed", c.seed},
       {"device", c.device},
       {"data",
@@ -448,7 +481,8 @@ json config_to_json(const Config& c) {
           {"max_distance", pe.max_distance}, {"mlp_width", pe.mlp_width}, {"init_c", pe.init_c},
           {"init_L", pe.init_L}, {"npos", pe.npos},
           {"randomize", {{"max_position", pe.randomize.max_position}, {"eval", pe.randomize.eval}}},
-          {"rope_scaling", rope_scaling_to_json(pe.rope_scaling)}}}}},
+          {"rope_scaling", rope_scaling_to_json(pe.rope_scaling)}, {"plugin", pe.plugin},
+          {"plugin_sha256", pe.plugin_sha256}}}}},
       {"train",
        {{"max_iters", c.train.max_iters}, {"batch_size", c.train.batch_size},
         {"learning_rate", c.train.learning_rate}, {"min_lr", c.train.min_lr},
@@ -465,6 +499,8 @@ json config_to_json(const Config& c) {
         {"stride", c.eval.stride}, {"tokens", c.eval.tokens}, {"key_short", c.eval.key_short}, {"key_margin", c.eval.key_margin},
         {"rope_scaling", rope_scaling_to_json(c.eval.rope_scaling)}}},
   };
+  out["model"]["pos_encoding"].update(pe.options);  // a plug-in's options, beside the built-in keys
+  return out;
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {

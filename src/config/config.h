@@ -33,7 +33,7 @@ struct RopeScalingConfig {
 
 // Options of every kind live side by side; each kind reads its own and ignores the rest.
 struct PosEncodingConfig {
-  std::string kind = "learned";  // see kEncodingKinds
+  std::string kind = "learned";  // a registered kind (model/positional/registry.h)
   double base = 10000.0;         // sinusoidal, rope, xpos, sandwich
   double scale = 0.0;            // additive multiplier; 0 = the kind's default (see positional.h)
   int bits = 16;                 // binary: number of low position bits written into the embedding
@@ -48,6 +48,13 @@ struct PosEncodingConfig {
   int npos = 64;                 // cope: number of position embeddings (positions clamp to npos-1)
   RandomizeConfig randomize;
   RopeScalingConfig rope_scaling;  // rope, xpos: trained with (and evaluated with) this scaling
+  // A shared library adding kinds (model/positional/plugin.h): absolute once loaded (a config file's
+  // relative path is relative to that file), with the SHA-256 of its content, which a run records and
+  // every later load must match.
+  std::string plugin;
+  std::string plugin_sha256;
+  // The plug-in's kinds' own options, beside the built-in keys in model.pos_encoding ({} without a plug-in).
+  nlohmann::json options = nlohmann::json::object();
 };
 
 struct ModelConfig {
@@ -170,8 +177,6 @@ struct Config {
   TrainConfig train;
   EvalConfig eval;
 };
-
-extern const std::vector<std::string> kEncodingKinds;
 
 // Dims of a head that rope rotates at this fraction: floor(head * fraction), rounded down to even.
 inline int rotary_dims(int head_dim, double fraction) {

@@ -1,6 +1,7 @@
 // Finding scripts/ and running a plotting script as a child process.
 #include "util/scripts.h"
 
+#include <dlfcn.h>
 #include <spawn.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -17,15 +18,43 @@ extern char** environ;
 namespace poslab {
 namespace fs = std::filesystem;
 
+// Where the build put things, as compile definitions (CMakeLists.txt): the source tree's scripts/ and
+// the installed scripts' place relative to the installed executable and library.
+#ifndef POSLAB_SOURCE_SCRIPTS_DIR
+#define POSLAB_SOURCE_SCRIPTS_DIR ""
+#endif
+#ifndef POSLAB_BIN_TO_SCRIPTS
+#define POSLAB_BIN_TO_SCRIPTS "../share/poslab/scripts"
+#endif
+#ifndef POSLAB_LIB_TO_SCRIPTS
+#define POSLAB_LIB_TO_SCRIPTS "../share/poslab/scripts"
+#endif
+
+// The directory of the shared library this function is compiled into ("" when not found): an
+// application linking poslab_core from an install finds the scripts beside the library.
+static fs::path library_dir() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&library_dir), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::error_code ec;
+  fs::path lib = fs::canonical(info.dli_fname, ec);
+  return ec ? fs::path() : lib.parent_path();
+}
+
 std::string find_script(const std::string& relative) {
   std::vector<fs::path> candidates;
   if (const char* env = std::getenv("POSLAB_SCRIPTS")) candidates.push_back(fs::path(env) / relative);
   std::error_code ec;
-  auto exe = fs::read_symlink("/proc/self/exe", ec);  // build/poslab -> scripts/ beside build/
-  if (!ec) candidates.push_back(exe.parent_path().parent_path() / "scripts" / relative);
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / POSLAB_BIN_TO_SCRIPTS / relative);  // an install: P/bin/poslab
+    candidates.push_back(exe.parent_path().parent_path() / "scripts" / relative);  // build/poslab in the source tree
+  }
+  if (const fs::path lib = library_dir(); !lib.empty()) candidates.push_back(lib / POSLAB_LIB_TO_SCRIPTS / relative);
+  // A build directory anywhere else: the source tree it was built from.
+  if (*POSLAB_SOURCE_SCRIPTS_DIR) candidates.push_back(fs::path(POSLAB_SOURCE_SCRIPTS_DIR) / relative);
   candidates.push_back(fs::current_path(ec) / "scripts" / relative);
   for (const auto& c : candidates)
-    if (fs::exists(c, ec)) return c.string();
+    if (fs::exists(c, ec)) return c.lexically_normal().string();
   return "";
 }
 

@@ -7,8 +7,9 @@
 
 namespace poslab {
 
-// scripts/<relative> from $POSLAB_SCRIPTS, beside the source tree the executable was built from,
-// or under the current directory; "" when none exists.
+// scripts/<relative> from, in turn: $POSLAB_SCRIPTS; an install's share/poslab/scripts beside the running
+// executable's bin/ (or beside the library's lib/); scripts/ beside a build directory inside the source tree;
+// the source tree this library was built from; scripts/ under the current directory. "" when none exists.
 std::string find_script(const std::string& relative);
 // Runs `python3 script args...` (no shell, so paths need no quoting); returns its exit status
 // (127 when the interpreter cannot start, 128 + N when killed by signal N).

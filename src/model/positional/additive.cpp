@@ -2,6 +2,7 @@
 #include "model/positional/additive.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace poslab {
 
@@ -70,5 +71,45 @@ LearnedEncodingImpl::LearnedEncodingImpl(int64_t block_size, int64_t n_embd) : P
 torch::Tensor LearnedEncodingImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
   return x + weight.index_select(0, positions).unsqueeze(0);  // (1, T, C)
 }
+
+// Specs are aggregates; the members a registration leaves out keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+// ---- registration: each kind under its name (model/positional/registry.h) ----
+
+static double one_over_sqrt_width(int64_t n_embd) { return 1.0 / std::sqrt(static_cast<double>(n_embd)); }
+
+static const EncodingRegistrar kNone{{"none", "none", [](const PositionalOptions&) {
+                                        return std::make_shared<NoEncodingImpl>();
+                                      }, {}, {}, {}, /*listing=*/10}};
+static const EncodingRegistrar kIndex{{"index", "additive",
+                                       [](const PositionalOptions& o) { return std::make_shared<IndexEncodingImpl>(additive_scale(o)); },
+                                       {}, [](int64_t) { return 1.0; }, {}, /*listing=*/20}};
+static const EncodingRegistrar kBinary{
+    {"binary", "additive",
+     [](const PositionalOptions& o) {
+       return std::make_shared<BinaryEncodingImpl>(o.n_embd, o.encoding.bits, o.encoding.signed_bits, additive_scale(o));
+     },
+     [](const PositionalOptions& o) {
+       require_option(o.encoding.bits >= 1 && o.encoding.bits <= std::min<int64_t>(30, o.n_embd), "model.pos_encoding.bits",
+                      "between 1 and min(30, n_embd)", o.encoding.bits);
+     },
+     one_over_sqrt_width, {}, /*listing=*/30}};
+static const EncodingRegistrar kSinusoidal{
+    {"sinusoidal", "additive",
+     [](const PositionalOptions& o) {
+       return std::make_shared<SinusoidalEncodingImpl>(o.n_embd, o.encoding.base, additive_scale(o));
+     },
+     [](const PositionalOptions& o) {
+       require_option(o.n_embd % 2 == 0, "model.n_embd", "even for sinusoidal (sin/cos pairs)", o.n_embd);
+     },
+     one_over_sqrt_width, {}, /*listing=*/40}};
+// Randomized positions reach max_position - 1: the table needs that many rows.
+static const EncodingRegistrar kLearned{{"learned", "additive",
+                                         [](const PositionalOptions& o) {
+                                           const auto& r = o.encoding.randomize;
+                                           return std::make_shared<LearnedEncodingImpl>(
+                                               r.max_position > 0 ? r.max_position : o.block_size, o.n_embd);
+                                         },
+                                         {}, {}, {}, /*listing=*/50}};
 
 }  // namespace poslab

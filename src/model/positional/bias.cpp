@@ -46,4 +46,10 @@ std::map<std::string, torch::Tensor> AlibiEncodingImpl::inspect(int64_t n, int64
   return {{"slopes", torch::tensor(slopes_, torch::kDouble).to(torch::kFloat)}, {"bias", alibi_bias(slopes_, n, n)}};
 }
 
+// Specs are aggregates; the members a registration leaves out keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const EncodingRegistrar kAlibi{{"alibi", "bias",
+                                       [](const PositionalOptions& o) { return std::make_shared<AlibiEncodingImpl>(o.n_head); },
+                                       {}, {}, {}, /*listing=*/70}};
+
 }  // namespace poslab

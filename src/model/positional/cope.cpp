@@ -30,4 +30,12 @@ std::map<std::string, torch::Tensor> CopeEncodingImpl::inspect(int64_t n, int64_
   return {{"pos_emb", pos_emb.detach()}};
 }
 
+// Specs are aggregates; the members a registration leaves out keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+static const EncodingRegistrar kCope{
+    {"cope", "context",
+     [](const PositionalOptions& o) { return std::make_shared<CopeEncodingImpl>(o.n_embd / o.n_head, o.encoding.npos); },
+     [](const PositionalOptions& o) { require_option(o.encoding.npos >= 1, "model.pos_encoding.npos", "positive", o.encoding.npos); },
+     {}, {}, /*listing=*/140}};
+
 }  // namespace poslab

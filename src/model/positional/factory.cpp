@@ -1,50 +1,75 @@
-// The factory: the one place where an encoding's kind name picks its implementation.
-#include <cmath>
-
-#include "model/positional/additive.h"
-#include "model/positional/bias.h"
-#include "model/positional/cope.h"
-#include "model/positional/relative_bias.h"
-#include "model/positional/rotary.h"
+// The factory: looks a kind up in the registry (model/positional/registry.h) and builds it. No code
+// here or elsewhere switches on a kind name; each kind's file registers how it is built and checked.
+#include "model/positional/positional.h"
 
 namespace poslab {
 
+// The spec of a kind, or ConfigError listing the registered kinds.
+static const EncodingSpec& spec_of(const std::string& kind) {
+  if (const auto* spec = find_encoding(kind)) return *spec;
+  throw ConfigError("model.pos_encoding.kind: unknown encoding '" + kind + "' (allowed: " + join_kinds(encoding_kinds()) + ")");
+}
+
 double default_additive_scale(const std::string& kind, int64_t n_embd) {
-  return kind == "index" ? 1.0 : 1.0 / std::sqrt(static_cast<double>(n_embd));
+  const auto& spec = spec_of(kind);
+  return spec.default_scale ? spec.default_scale(n_embd) : 1.0;
 }
 
-static std::shared_ptr<PositionalEncodingImpl> make_kind(const PositionalOptions& o) {
-  const auto& e = o.encoding;
-  const double scale = e.scale > 0 ? e.scale : default_additive_scale(e.kind, o.n_embd);
-  if (e.kind == "none") return std::make_shared<NoEncodingImpl>();
-  if (e.kind == "index") return std::make_shared<IndexEncodingImpl>(scale);
-  if (e.kind == "binary") return std::make_shared<BinaryEncodingImpl>(o.n_embd, e.bits, e.signed_bits, scale);
-  if (e.kind == "sinusoidal") return std::make_shared<SinusoidalEncodingImpl>(o.n_embd, e.base, scale);
-  // Randomized positions reach max_position - 1: the table needs that many rows.
-  const int64_t rows = e.randomize.max_position > 0 ? e.randomize.max_position : o.block_size;
-  if (e.kind == "learned") return std::make_shared<LearnedEncodingImpl>(rows, o.n_embd);
-  const int64_t head = o.n_embd / o.n_head;
-  if (e.kind == "rope") return std::make_shared<RotaryEncodingImpl>(head, e.base, rotary_dims(head, e.rotary_fraction));
-  if (e.kind == "xpos") return std::make_shared<XposEncodingImpl>(head, e.base, e.scale_base);
-  if (e.kind == "alibi") return std::make_shared<AlibiEncodingImpl>(o.n_head);
-  if (e.kind == "t5") return std::make_shared<T5BiasImpl>(o.n_head, o.n_embd, e.num_buckets, e.max_distance);
-  if (e.kind == "kerple_log" || e.kind == "kerple_power") return std::make_shared<KerpleBiasImpl>(e.kind, o.n_head);
-  if (e.kind == "sandwich") return std::make_shared<SandwichBiasImpl>(o.n_head, head, e.base);
-  if (e.kind == "fire") return std::make_shared<FireBiasImpl>(o.n_head, e.mlp_width, e.init_c, e.init_L);
-  if (e.kind == "cope") return std::make_shared<CopeEncodingImpl>(head, e.npos);
-  throw ConfigError("model.pos_encoding.kind: unknown encoding '" + e.kind + "'");
+double additive_scale(const PositionalOptions& o) {
+  return o.encoding.scale > 0 ? o.encoding.scale : default_additive_scale(o.encoding.kind, o.n_embd);
 }
 
-std::string encoding_family(const std::string& kind) {
-  PosEncodingConfig e;
-  e.kind = kind;
-  return make_kind({e, /*n_embd=*/2, /*n_head=*/1, /*block_size=*/1})->family();  // the smallest valid shape
+std::string encoding_family(const std::string& kind) { return spec_of(kind).family; }
+
+// A plug-in's code may throw anything; built-ins throw ConfigError at most, and only for bad options.
+static std::shared_ptr<PositionalEncodingImpl> build(const EncodingSpec& spec, const PositionalOptions& o) {
+  if (spec.plugin.empty()) return spec.make(o);
+  std::shared_ptr<PositionalEncodingImpl> pe;
+  try {
+    pe = spec.make(o);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw ConfigError("model.pos_encoding.kind " + spec.kind + " (plug-in " + spec.plugin +
+                      "): its constructor failed: " + std::string(e.what()).substr(0, 300));
+  }
+  if (!pe || pe->kind() != spec.kind || pe->family() != spec.family)
+    throw ConfigError("model.pos_encoding.kind " + spec.kind + " (plug-in " + spec.plugin +
+                      "): its make function must return an encoding of kind '" + spec.kind + "' and family '" +
+                      spec.family + "'");
+  return pe;
 }
 
 std::shared_ptr<PositionalEncodingImpl> make_positional(const PositionalOptions& o) {
-  auto pe = make_kind(o);
+  auto pe = build(spec_of(o.encoding.kind), o);
   pe->set_randomize(o.encoding.randomize.max_position, o.encoding.randomize.eval);
   return pe;
+}
+
+void check_positional(const PositionalOptions& o) {
+  const auto& spec = spec_of(o.encoding.kind);
+  if (spec.check) {
+    try {
+      spec.check(o);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const std::exception& e) {  // a plug-in's check that threw something else
+      throw ConfigError("model.pos_encoding (kind " + spec.kind + "): " + std::string(e.what()).substr(0, 300));
+    }
+  }
+  if (spec.plugin.empty()) return;
+  // Build it once, so a plug-in whose constructor throws fails here, before any work. Parameters draw from
+  // torch's generator: put its state back so the model a run builds next is the one it would have built.
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const auto state = generator.get_state();
+  try {
+    torch::NoGradGuard no_grad;
+    build(spec, o);
+  } catch (...) {
+    generator.set_state(state);
+    throw;
+  }
+  generator.set_state(state);
 }
 
 }  // namespace poslab

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "model/positional/registry.h"
 #include "model/positional/rope_scaling.h"
 
 namespace poslab {
@@ -90,19 +91,16 @@ class PositionalEncodingImpl : public torch::nn::Module {
   bool randomize_eval_ = false;
 };
 
-struct PositionalOptions {
-  PosEncodingConfig encoding;
-  int64_t n_embd = 64;
-  int64_t n_head = 4;
-  int64_t block_size = 64;
-};
-
-// The multiplier on an additive encoding when pos_encoding.scale is 0: 1 for index (the naive
-// scheme, on purpose); 1/sqrt(n_embd) for the fixed sinusoidal and binary tables, whose unit-size
-// components would otherwise drown nanoGPT's N(0, 0.02) token embeddings (x-transformers' choice).
+// The multiplier on an additive encoding when pos_encoding.scale is 0, from the kind's spec
+// (EncodingSpec::default_scale; 1 for a kind without one): 1 for index (the naive scheme, on purpose);
+// 1/sqrt(n_embd) for the fixed sinusoidal and binary tables, whose unit-size components would otherwise
+// drown nanoGPT's N(0, 0.02) token embeddings (x-transformers' choice).
 double default_additive_scale(const std::string& kind, int64_t n_embd);
+// pos_encoding.scale, or the kind's default when it is 0.
+double additive_scale(const PositionalOptions& options);
 
-// The only place that maps a kind name to a strategy.
+// A strategy for options.encoding.kind, built by the registered spec (model/positional/registry.h).
+// ConfigError for an unknown kind, or when a plug-in's constructor throws.
 std::shared_ptr<PositionalEncodingImpl> make_positional(const PositionalOptions& options);
 // The family of a kind (additive, rotary, bias, context, none); ConfigError for an unknown kind.
 std::string encoding_family(const std::string& kind);

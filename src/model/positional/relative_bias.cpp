@@ -48,7 +48,8 @@ torch::Tensor kerple_bias(const torch::Tensor& distance, const torch::Tensor& r1
   return power ? -r1 * torch::pow(d, r2) : -r1 * torch::log1p(r2 * d);  // (H, t_q, t_k)
 }
 
-KerpleBiasImpl::KerpleBiasImpl(std::string kind, int64_t n_head) : PositionalEncodingImpl(std::move(kind)) {
+KerpleBiasImpl::KerpleBiasImpl(bool power_variant, int64_t n_head)
+    : PositionalEncodingImpl(power_variant ? "kerple_power" : "kerple_log"), power_(power_variant) {
   // Reference init: p ~ U(0, 2), a ~ U(0, 1); log: -p log(1 + a d), power: -a d^p.
   auto p = torch::rand({n_head, 1, 1}) * 2, a = torch::rand({n_head, 1, 1});
   r1 = register_parameter("r1", power() ? a : p);
@@ -131,5 +132,49 @@ std::map<std::string, torch::Tensor> FireBiasImpl::inspect(int64_t n, int64_t, c
   auto L = params.count("L") ? torch::tensor(params.at("L")).to(torch::kFloat) : torch::abs(L_multiplier * init_L_);
   return {{"fire_input", fire_input(causal_distance(p, p), p, cc, L)}};
 }
+
+// Specs are aggregates; the members a registration leaves out keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+// ---- registration (model/positional/registry.h) ----
+
+static const EncodingRegistrar kT5{
+    {"t5", "bias",
+     [](const PositionalOptions& o) {
+       return std::make_shared<T5BiasImpl>(o.n_head, o.n_embd, o.encoding.num_buckets, o.encoding.max_distance);
+     },
+     [](const PositionalOptions& o) {
+       const auto& e = o.encoding;
+       require_option(e.num_buckets >= 2, "model.pos_encoding.num_buckets", "at least 2", e.num_buckets);
+       require_option(e.max_distance > e.num_buckets / 2, "model.pos_encoding.max_distance",
+                      "> num_buckets/2 (" + std::to_string(e.num_buckets / 2) + ", the exact buckets)", e.max_distance);
+     },
+     {}, {}, /*listing=*/90}};
+static const EncodingRegistrar kKerpleLog{
+    {"kerple_log", "bias",
+     [](const PositionalOptions& o) { return std::make_shared<KerpleBiasImpl>(/*power=*/false, o.n_head); },
+     {}, {}, {}, /*listing=*/100}};
+static const EncodingRegistrar kKerplePower{
+    {"kerple_power", "bias",
+     [](const PositionalOptions& o) { return std::make_shared<KerpleBiasImpl>(/*power=*/true, o.n_head); },
+     {}, {}, {}, /*listing=*/110}};
+static const EncodingRegistrar kSandwich{
+    {"sandwich", "bias",
+     [](const PositionalOptions& o) {
+       return std::make_shared<SandwichBiasImpl>(o.n_head, o.n_embd / o.n_head, o.encoding.base);
+     },
+     {}, {}, {}, /*listing=*/120}};
+static const EncodingRegistrar kFire{
+    {"fire", "bias",
+     [](const PositionalOptions& o) {
+       const auto& e = o.encoding;
+       return std::make_shared<FireBiasImpl>(o.n_head, e.mlp_width, e.init_c, e.init_L);
+     },
+     [](const PositionalOptions& o) {
+       const auto& e = o.encoding;
+       require_option(e.mlp_width >= 1, "model.pos_encoding.mlp_width", "positive", e.mlp_width);
+       require_option(e.init_c > 0, "model.pos_encoding.init_c", "positive", e.init_c);
+       require_option(e.init_L > 0, "model.pos_encoding.init_L", "positive", e.init_L);
+     },
+     {}, {}, /*listing=*/130}};
 
 }  // namespace poslab

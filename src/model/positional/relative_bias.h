@@ -25,7 +25,8 @@ class T5BiasImpl : public PositionalEncodingImpl {
 // (and r2 <= 2 for power) by clamping the parameters in place before each use, as the reference code.
 class KerpleBiasImpl : public PositionalEncodingImpl {
  public:
-  KerpleBiasImpl(std::string kind, int64_t n_head);
+  // power: the power variant (kind kerple_power), else the logarithmic one (kerple_log).
+  KerpleBiasImpl(bool power, int64_t n_head);
   std::string family() const override { return "bias"; }
   bool constant_bias() const override { return false; }
   torch::Tensor bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) override;
@@ -33,7 +34,8 @@ class KerpleBiasImpl : public PositionalEncodingImpl {
   torch::Tensor r1, r2;  // (H, 1, 1)
 
  private:
-  bool power() const { return kind() == "kerple_power"; }
+  bool power() const { return power_; }
+  bool power_;
   std::mutex clamp_mutex_;  // batch shards run the forward pass on several threads at once
 };
 

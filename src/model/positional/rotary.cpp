@@ -129,4 +129,40 @@ std::map<std::string, torch::Tensor> XposEncodingImpl::inspect(int64_t n, int64_
   return out;
 }
 
+// Specs are aggregates; the members a registration leaves out keep their defaults.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+// ---- registration (model/positional/registry.h) ----
+
+// Rotary kinds turn pairs of a head's dims.
+static void check_even_head(const PositionalOptions& o) {
+  require_option((o.n_embd / o.n_head) % 2 == 0, "model.n_embd",
+                 "such that the head size n_embd/n_head is even for " + o.encoding.kind + " (it rotates pairs)", o.n_embd);
+}
+
+static const EncodingRegistrar kRope{
+    {"rope", "rotary",
+     [](const PositionalOptions& o) {
+       const int64_t head = o.n_embd / o.n_head;
+       return std::make_shared<RotaryEncodingImpl>(head, o.encoding.base, rotary_dims(head, o.encoding.rotary_fraction));
+     },
+     [](const PositionalOptions& o) {
+       check_even_head(o);
+       const double f = o.encoding.rotary_fraction;
+       const int head = static_cast<int>(o.n_embd / o.n_head);
+       require_option(f > 0 && f <= 1, "model.pos_encoding.rotary_fraction", "in (0, 1]", f);
+       require_option(rotary_dims(head, f) >= 2, "model.pos_encoding.rotary_fraction",
+                      "large enough to rotate at least one pair of the " + std::to_string(head) + " head dims", f);
+     },
+     {}, {}, /*listing=*/60}};
+static const EncodingRegistrar kXpos{
+    {"xpos", "rotary",
+     [](const PositionalOptions& o) {
+       return std::make_shared<XposEncodingImpl>(o.n_embd / o.n_head, o.encoding.base, o.encoding.scale_base);
+     },
+     [](const PositionalOptions& o) {
+       check_even_head(o);
+       require_option(o.encoding.scale_base > 0, "model.pos_encoding.scale_base", "positive", o.encoding.scale_base);
+     },
+     {}, {}, /*listing=*/80}};
+
 }  // namespace poslab

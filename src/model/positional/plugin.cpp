@@ -1,0 +1,83 @@
+// Loading plug-ins: dlopen, the ABI check, then the plug-in's registrations, all or none.
+#include "model/positional/plugin.h"
+
+#include <dlfcn.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "util/sha256.h"
+
+namespace poslab {
+namespace fs = std::filesystem;
+
+static std::string describe(const PluginAbi& a) {
+  return "plug-in ABI " + std::to_string(a.poslab_abi) + ", LibTorch " + std::to_string(a.torch_version / 100) + "." +
+         std::to_string(a.torch_version % 100) + ", _GLIBCXX_USE_CXX11_ABI " + std::to_string(a.cxx11_abi);
+}
+
+const LoadedPlugin& load_plugin(const std::string& path, const std::string& key) {
+  static std::mutex mutex;
+  static std::map<std::string, LoadedPlugin> loaded;  // by absolute path: a library is loaded once
+  std::lock_guard<std::mutex> lock(mutex);
+  std::error_code ec;
+  const std::string where = key + " " + path + ": ";
+  if (path.empty()) throw ConfigError(key + ": empty (the path of a plug-in's shared library)");
+  if (!fs::exists(path, ec)) throw ConfigError(where + "no such file");
+  if (fs::is_directory(path, ec)) throw ConfigError(where + "is a directory, not a shared library");
+  const std::string absolute = fs::canonical(path, ec).string();
+  if (auto it = loaded.find(absolute); it != loaded.end()) return it->second;
+
+  LoadedPlugin plugin{absolute, sha256_file(absolute, key), {}};
+  // RTLD_LOCAL: the plug-in's own symbols stay its own; it finds poslab's and LibTorch's in the process.
+  void* handle = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = ::dlerror();
+    throw ConfigError(where + "cannot be loaded (" + std::string(why ? why : "dlopen failed") + ")");
+  }
+  using AbiFn = PluginAbi (*)();
+  using RegisterFn = void (*)(PluginRegistrar&);
+  auto abi_fn = reinterpret_cast<AbiFn>(::dlsym(handle, "poslab_plugin_abi"));
+  auto register_fn = reinterpret_cast<RegisterFn>(::dlsym(handle, "poslab_plugin_register"));
+  if (!abi_fn || !register_fn)
+    throw ConfigError(where + "not a poslab plug-in (it defines no POSLAB_PLUGIN entry points; see docs/extending.md)");
+  const PluginAbi theirs = abi_fn(), ours = plugin_abi();
+  if (theirs.poslab_abi != ours.poslab_abi || theirs.torch_version != ours.torch_version || theirs.cxx11_abi != ours.cxx11_abi)
+    throw ConfigError(where + "built for " + describe(theirs) + ", but this poslab has " + describe(ours) +
+                      "; rebuild the plug-in against this poslab");
+  PluginRegistrar registrar;
+  try {
+    register_fn(registrar);
+  } catch (const std::exception& e) {
+    throw ConfigError(where + "its registration failed: " + std::string(e.what()).substr(0, 300));
+  }
+  if (registrar.specs.empty()) throw ConfigError(where + "registers no encoding");
+  // All or none: check every name before registering any.
+  for (size_t i = 0; i < registrar.specs.size(); ++i) {
+    const auto& spec = registrar.specs[i];
+    if (spec.kind.empty() || spec.family.empty() || !spec.make)
+      throw ConfigError(where + "a registration needs a kind name, a family and a make function (kind '" + spec.kind + "')");
+    if (const auto* taken = find_encoding(spec.kind))
+      throw ConfigError(where + "registers encoding kind '" + spec.kind + "', which " +
+                        (taken->plugin.empty() ? "is a built-in" : "plug-in " + taken->plugin + " registered already"));
+    for (size_t j = 0; j < i; ++j)
+      if (registrar.specs[j].kind == spec.kind) throw ConfigError(where + "registers encoding kind '" + spec.kind + "' twice");
+    if (!spec.options.is_object()) throw ConfigError(where + "kind '" + spec.kind + "': its options must be a JSON object");
+    // Its options sit beside the built-in keys in model.pos_encoding: they must not take one of their names.
+    const auto& builtin = default_config_json()["model"]["pos_encoding"];
+    for (auto it = spec.options.begin(); it != spec.options.end(); ++it)
+      if (builtin.contains(it.key()))
+        throw ConfigError(where + "kind '" + spec.kind + "': its option '" + it.key() +
+                          "' has the name of a built-in key of model.pos_encoding; choose another");
+  }
+  for (auto& spec : registrar.specs) {
+    spec.plugin = absolute;
+    plugin.kinds.push_back(spec.kind);
+    register_encoding(std::move(spec));
+  }
+  // The handle stays open for the life of the process: the registered functions live in it.
+  return loaded.emplace(absolute, std::move(plugin)).first->second;
+}
+
+}  // namespace poslab

@@ -1,0 +1,70 @@
+// The kind-name registry: a map filled by the built-ins' static registrars and by plug-ins.
+#include "model/positional/registry.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+namespace poslab {
+
+// Function-local statics: built while other files' static registrars run, whatever their order.
+static std::map<std::string, EncodingSpec>& registry() {
+  static std::map<std::string, EncodingSpec> specs;
+  return specs;
+}
+static std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+void register_encoding(EncodingSpec spec) {
+  if (spec.kind.empty() || spec.family.empty() || !spec.make)
+    throw ConfigError("an encoding registration needs a kind name, a family and a make function (kind '" + spec.kind + "')");
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto& specs = registry();
+  if (auto it = specs.find(spec.kind); it != specs.end())
+    throw ConfigError("encoding kind '" + spec.kind + "' is registered twice (" +
+                      (it->second.plugin.empty() ? "a built-in" : "by " + it->second.plugin) + ", then " +
+                      (spec.plugin.empty() ? "a built-in" : "by " + spec.plugin) + ")");
+  const std::string kind = spec.kind;
+  specs.emplace(kind, std::move(spec));
+}
+
+const EncodingSpec* find_encoding(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(kind);
+  return it == registry().end() ? nullptr : &it->second;  // std::map nodes never move
+}
+
+static std::vector<std::string> kinds_where(const std::function<bool(const EncodingSpec&)>& keep) {
+  std::vector<const EncodingSpec*> specs;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    for (const auto& [kind, spec] : registry())
+      if (keep(spec)) specs.push_back(&spec);
+  }
+  std::stable_sort(specs.begin(), specs.end(), [](const EncodingSpec* a, const EncodingSpec* b) { return a->listing < b->listing; });
+  std::vector<std::string> out;
+  for (const auto* s : specs) out.push_back(s->kind);
+  return out;
+}
+
+std::vector<std::string> encoding_kinds() {
+  return kinds_where([](const EncodingSpec&) { return true; });
+}
+
+std::vector<std::string> encoding_kinds_of(const std::string& family) {
+  return kinds_where([&](const EncodingSpec& s) { return s.family == family; });
+}
+
+std::string join_kinds(const std::vector<std::string>& kinds, const std::string& separator) {
+  std::string out;
+  for (const auto& k : kinds) out += (out.empty() ? "" : separator) + k;
+  return out;
+}
+
+void require_option(bool ok, const std::string& key, const std::string& expected, const nlohmann::json& got) {
+  if (!ok) throw ConfigError(key + " must be " + expected + ", got " + got.dump());
+}
+
+}  // namespace poslab

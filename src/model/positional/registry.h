@@ -1,0 +1,79 @@
+// The encodings by kind name. Each built-in registers itself from its own file
+// (POSLAB_REGISTER_ENCODING), a plug-in from its shared library (model/positional/plugin.h); the
+// factory, config validation, `poslab pe` and the docs' lists all look names up here.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace poslab {
+
+class PositionalEncodingImpl;
+
+// What a kind is built from: its options and the model's sizes.
+struct PositionalOptions {
+  PosEncodingConfig encoding;
+  int64_t n_embd = 64;
+  int64_t n_head = 4;
+  int64_t block_size = 64;
+};
+
+struct EncodingSpec {
+  std::string kind;
+  std::string family;  // additive | rotary | bias | context | none: what its instances' family() returns
+  std::function<std::shared_ptr<PositionalEncodingImpl>(const PositionalOptions&)> make;
+  // Checks the kind's own options against the model's sizes before any work; throws ConfigError naming the
+  // key (model.pos_encoding.<option>, model.n_embd, ...). Empty: nothing to check.
+  std::function<void(const PositionalOptions&)> check;
+  // Additive kinds with a scale knob: the multiplier when model.pos_encoding.scale is 0. Empty: no knob.
+  std::function<double(int64_t n_embd)> default_scale;
+  // Plug-in kinds: their own keys under model.pos_encoding with default values, whose JSON types the
+  // config's values must match (built-ins read the typed fields of PosEncodingConfig instead).
+  nlohmann::json options = nlohmann::json::object();
+  // Where the kind appears in listings (help, error messages): the built-ins keep the docs' order.
+  int listing = 1000;
+  std::string plugin;  // the shared library it came from (absolute path); "" for a built-in
+};
+
+// Adds a kind; ConfigError when the name is taken or the spec lacks a name, family or make.
+void register_encoding(EncodingSpec spec);
+// The kind's spec, or nullptr when no such kind is registered.
+const EncodingSpec* find_encoding(const std::string& kind);
+// Every registered kind, in listing order.
+std::vector<std::string> encoding_kinds();
+// Registered kinds of one family, in listing order (e.g. the rotary ones, for error messages).
+std::vector<std::string> encoding_kinds_of(const std::string& family);
+// "a, b, c": for error messages.
+std::string join_kinds(const std::vector<std::string>& kinds, const std::string& separator = ", ");
+
+// Throws ConfigError "<key> must be <expected>, got <got>" unless ok: the config's own wording, for checks.
+void require_option(bool ok, const std::string& key, const std::string& expected, const nlohmann::json& got);
+
+// Static registration from a built-in's own .cpp: `static EncodingRegistrar r{{...}};`. It runs when
+// libposlab_core loads (a shared library keeps every object file, so none is dropped at link time).
+struct EncodingRegistrar {
+  explicit EncodingRegistrar(EncodingSpec spec) { register_encoding(std::move(spec)); }
+};
+
+// A plug-in's shared library, loaded once per process (model/positional/plugin.h says how to write one).
+struct LoadedPlugin {
+  std::string path;    // absolute
+  std::string sha256;  // of the file as loaded
+  std::vector<std::string> kinds;
+};
+// Loads the plug-in at `path` (absolute, or relative to the working directory) unless this process already
+// has, checks its ABI and registers its kinds. Every failure is one ConfigError: "<key> <path>: why" (no
+// such file, not loadable, not a poslab plug-in, ABI mismatch, registers nothing, a kind taken).
+const LoadedPlugin& load_plugin(const std::string& path, const std::string& key);
+
+// Validates model.pos_encoding against its kind's spec: the kind exists, its checks pass, and a plug-in
+// kind constructs (so a throwing constructor is a config error before any work). Defined in factory.cpp.
+void check_positional(const PositionalOptions& options);
+
+}  // namespace poslab
