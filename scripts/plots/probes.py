@@ -39,7 +39,7 @@ def draw_heatmap(ax, probe, title=None):
     ax.set_xticklabels([str(L) for L in lengths])
     ax.set_yticks(range(len(depths)))
     ax.set_yticklabels([d if isinstance(d, str) else "%d%%" % round(100 * d) for d in depths])
-    ax.set_xlabel("document length (tokens)")
+    ax.set_xlabel("example length (tokens)" if probe.get("task") == "mqar" else "document length (tokens)")
     ax.set_ylabel("axis" if probe.get("task") == "mqar" else "needle depth")
     for i in range(len(depths)):
         for j in range(len(lengths)):

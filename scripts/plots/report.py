@@ -274,16 +274,18 @@ def main(argv=None):
     plot_position_loss(res, cells, groups, colors, table, p)
     written.append(p)
     images = list(IMAGES)
-    if "passkey" in report_probes.tasks(res):
+    task = report_probes.main_task(res)
+    if task:
         # Retrieval right after the loss picture: the two headline pictures side by side in the report.
         p = os.path.join(results_dir, "retrieval.png")
-        report_probes.plot_retrieval(res, groups, colors, p)
+        report_probes.plot_retrieval(res, groups, colors, p, task)
         written.append(p)
-        images.insert(1, ("retrieval.png", "Retrieval against length (passkey)"))
+        images.insert(1, ("retrieval.png", "Retrieval against length (%s)" % task))
         p = os.path.join(results_dir, "retrieval_heatmaps.png")
-        if report_probes.plot_heatmaps(res, results_dir, groups, p):
+        if report_probes.plot_heatmaps(res, results_dir, groups, p, task):
             written.append(p)
-            images.insert(2, ("retrieval_heatmaps.png", "Retrieval by depth and length (passkey)"))
+            images.insert(2, ("retrieval_heatmaps.png", "Retrieval by %s and length (%s)"
+                              % ("axis" if task == "mqar" else "depth", task)))
     p = os.path.join(results_dir, ATTENTION_IMAGE[0])
     if attention.plot_compare(attention.load_cell_attention(results_dir, res), groups, colors, p,
                               res.get("experiment", "experiment")):

@@ -15,6 +15,19 @@ def tasks(res):
     return list((res.get("probes") or {}).keys())
 
 
+def main_task(res):
+    """The probe the report shows beside the metric: passkey when the experiment has it, else mqar."""
+    t = tasks(res)
+    return "passkey" if "passkey" in t else (t[0] if t else None)
+
+
+def setting(p, task):
+    """A probe's setting in a few words, as in the titles."""
+    if task == "mqar":
+        return "distance axis, %s pairs, %s gaps" % (p.get("pairs"), p.get("gaps"))
+    return "%s-digit keys, %s filler" % (p.get("digits"), p.get("haystack"))
+
+
 def plot_retrieval(res, groups, colors, path, task="passkey"):
     """Exact match (depths pooled) against length, mean over seeds, with the Wilson band of all trials."""
     p = res["probes"][task]
@@ -35,15 +48,20 @@ def plot_retrieval(res, groups, colors, path, task="passkey"):
     if not drawn:
         no_data(ax, "no probe results")
     ax.set_xscale("log", base=2)
+    lengths = sorted({l["length"] for e in p["groups"] for l in e["lengths"]})
+    if lengths:  # the tested lengths themselves on the axis, not powers of two
+        ax.set_xticks(lengths)
+        ax.set_xticklabels([str(L) for L in lengths])
+        ax.minorticks_off()
     ax.set_ylim(-0.03, 1.03)
     train_line(ax, p["train_length"], "train length (%d tokens)" % p["train_length"])
     ax.axhline(p["threshold"], color="grey", linestyle=":", linewidth=1)
-    ax.set_xlabel("document length (tokens)")
-    ax.set_ylabel("exact match (depths pooled)")
+    ax.set_xlabel("example length (tokens)" if task == "mqar" else "document length (tokens)")
+    ax.set_ylabel("exact match (distance axis)" if task == "mqar" else "exact match (depths pooled)")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_title("%s: %s retrieval against length (%s-digit keys, %s filler); bands: Wilson 95%%; dotted: threshold %.2f"
-                 % (res.get("experiment", "experiment"), task, p.get("digits"), p.get("haystack"), p["threshold"]), pad=12)
+    ax.set_title("%s: %s retrieval against length (%s); bands: Wilson 95%%; dotted: threshold %.2f"
+                 % (res.get("experiment", "experiment"), task, setting(p, task), p["threshold"]), pad=12)
     save(fig, path)
 
 
@@ -71,7 +89,7 @@ def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
     cols = min(4, len(shown))
     rows = int(math.ceil(len(shown) / cols))
     fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.4 * rows), squeeze=False)
-    fig.subplots_adjust(hspace=0.55, wspace=0.3)
+    fig.subplots_adjust(hspace=0.55, wspace=0.45 if task == "mqar" else 0.3)
     im = None
     for k, g in enumerate(shown):
         ax = axes[k // cols][k % cols]
@@ -83,8 +101,8 @@ def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
     for k in range(len(shown), rows * cols):
         axes[k // cols][k % cols].axis("off")
     fig.colorbar(im, ax=axes, fraction=0.02, pad=0.02, label="exact match")
-    fig.suptitle("%s: exact match by needle depth and length (first seed); dashed: the training length"
-                 % res.get("experiment", "experiment"))
+    fig.suptitle("%s: exact match by %s and length (first seed); dashed: the training length"
+                 % (res.get("experiment", "experiment"), "axis" if task == "mqar" else "needle depth"))
     save(fig, path)
     return True
 
@@ -117,6 +135,14 @@ def retrieval_table(res, groups, task="passkey"):
 
 def retrieval_txt(res, task="passkey"):
     p = res["probes"][task]
+    if task == "mqar":
+        return ("Multi-query associative recall (Arora et al. 2023): %s key-value pairs, then queries of their keys; past the "
+                "training length the query region is stretched (the distance axis, %s gaps). Exact match: every query of an "
+                "example answered, %s trials a cell per seed, [Wilson 95%% interval]. Bold: the lower bound reaches %.2f. "
+                "Effective length (after RULER): the longest length up to which the lower bound stays at or above %.2f at "
+                "every length, in every seed. Ranking by retrieval: %s."
+                % (p.get("pairs"), p.get("gaps"), p.get("trials"), p["threshold"], p["threshold"],
+                   ", ".join(r["name"] for r in p.get("ranking", []))))
     return ("Passkey retrieval (Mohtashami & Jaggi 2023): a %s-digit key hidden at a depth in %s filler (%s template), asked "
             "for at the end and decoded greedily; exact match pooled over depths, %s trials a cell per seed, [Wilson 95%% "
             "interval]. Bold: the lower bound reaches %.2f. Effective length (after RULER): the longest length up to which "

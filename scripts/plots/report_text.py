@@ -99,9 +99,10 @@ def build_tables(res, groups, table):
                   (" ".join(str(x).rstrip("0").rstrip(".") if isinstance(x, float) else str(x) for x in it.get("ranks", [])), False)]
                  for it in ranking.get("items", [])]
     retrieval = None
-    if "passkey" in (res.get("probes") or {}):
+    if res.get("probes"):
         from plots import report_probes
-        retrieval = report_probes.retrieval_table(res, groups) + (report_probes.retrieval_txt(res),)
+        task = report_probes.main_task(res)
+        retrieval = report_probes.retrieval_table(res, groups, task) + (report_probes.retrieval_txt(res, task),)
     return {
         "retrieval": retrieval,
         "summary": (summary_header, summary, metric_name),

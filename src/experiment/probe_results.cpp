@@ -35,6 +35,13 @@ std::string fmt(double v, const char* f = "%.2f") {
   return b;
 }
 
+// What a probe's numbers are, in a few words: "5-digit keys, noise filler, depths pooled".
+std::string probe_setting(const std::string& task, const json& p) {
+  if (task == "mqar")
+    return "distance axis, " + p.value("pairs", json(0)).dump() + " pairs, " + p.value("gaps", std::string("power")) + " gaps";
+  return std::to_string(p.value("digits", 0)) + "-digit keys, " + p.value("haystack", std::string()) + " filler, depths pooled";
+}
+
 }  // namespace
 
 void add_probe_results(json& results, const Experiment& e, const std::string& out) {
@@ -60,9 +67,12 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         continue;
       }
       if (!p.is_object() || !p.contains("results")) continue;
-      if (meta.is_null())
+      if (meta.is_null()) {
         meta = {{"train_length", p["train_length"]}, {"threshold", p["threshold"]}, {"template", p.value("template", "")},
                 {"digits", p.value("digits", 0)}, {"haystack", p.value("haystack", "")}, {"trials", p.value("trials", 0)}};
+        for (const char* k : {"pairs", "queries", "gaps"})
+          if (p.contains(k)) meta[k] = p[k];
+      }
       if (!groups.count(c.group)) order.push_back(c.group);
       auto& g = groups[c.group];
       g.item = c.settings.contains(item_key) ? (c.settings[item_key].is_string() ? c.settings[item_key].get<std::string>()
@@ -132,7 +142,8 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         if (g["group"] != row["group"]) continue;
         row[task.key() + "_effective_length_mean"] = g["effective_length_mean"];
         for (const auto& l : g["lengths"])
-          if (l["length"] == row["length"]) {
+          // Probe lengths are tokens: a task row (length in items) matches by its tokens.
+          if (l["length"] == (row.contains("tokens") && row["tokens"].is_number() ? row["tokens"] : row["length"])) {
             row[task.key() + "_exact_mean"] = l["exact_mean"];
             row[task.key() + "_exact_ci95"] = l["exact_ci95"];
             row[task.key() + "_exact_low"] = l["exact_low"];
@@ -143,7 +154,23 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
   if (probes.empty()) return;
   results["probes"] = probes;
   // Where loss and retrieval disagree, say so: no report crowns an encoding on loss alone.
-  if (!probes.contains("passkey") || !results.contains("what_this_shows") || results.value("metric", "") != "loss") return;
+  if (!results.contains("what_this_shows")) return;
+  // mqar alone: its effective lengths beside the task metric.
+  if (!probes.contains("passkey")) {
+    const auto& mq = probes["mqar"];
+    std::string text = "Retrieval (mqar, " + probe_setting("mqar", mq) + "): effective length (lower 95% bound of exact match >= " +
+                       fmt(mq["threshold"].get<double>()) + ", every seed) ";
+    bool first = true;
+    for (const auto& r : mq["ranking"]) {
+      const double eff = r["effective_length"].get<double>();
+      text += (first ? "" : ", ") + r["name"].get<std::string>() + " " +
+              (eff > 0 ? fmt(eff / mq["train_length"].get<double>(), "%.0fx") : "none");
+      first = false;
+    }
+    results["what_this_shows"] = results["what_this_shows"].get<std::string>() + " " + text + ".";
+    return;
+  }
+  if (results.value("metric", "") != "loss") return;
   const auto& pk = probes["passkey"];
   const int train = pk["train_length"].get<int>();
   int longest = 0;
@@ -154,8 +181,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
   for (const auto& r : results["rows"])
     if (r["length"] == longest && r["loss_mean"].is_number() && r["loss_mean"].get<double>() < best)
       best = r["loss_mean"].get<double>(), leader = r["item"];
-  std::string text = "Retrieval (passkey, " + std::to_string(pk["digits"].get<int>()) + "-digit keys, " +
-                     pk["haystack"].get<std::string>() + " filler, depths pooled): ";
+  std::string text = "Retrieval (passkey, " + probe_setting("passkey", pk) + "): ";
   std::vector<std::string> parts;
   for (const auto& r : pk["ranking"]) {
     const double eff = r["effective_length"].get<double>();
@@ -198,8 +224,7 @@ std::string format_probe_results(const json& results) {
     std::sort(lengths.begin(), lengths.end());
     char buf[128];
     out += task.key() + " retrieval: exact match by length (tokens; trained at " + p["train_length"].dump() + "; " +
-           p["digits"].dump() + "-digit keys, " + p["haystack"].get<std::string>() + " filler, depths pooled, " +
-           "[95% Wilson interval over all trials])\n";
+           probe_setting(task.key(), p) + ", [95% Wilson interval over all trials])\n";
     std::snprintf(buf, sizeof buf, "%-18s", "encoding");
     out += buf;
     for (int L : lengths) std::snprintf(buf, sizeof buf, " %17d", L), out += buf;

@@ -191,4 +191,45 @@ if $PY -c "import matplotlib" 2>/dev/null; then
   "$POSLAB" probe --run run --task mqar --lengths 9,18 --trials 5 >/dev/null 2>&1
   check "the probe draws its axis x length heat map" test -s run/probe-mqar.png
 fi
+
+# In a compare grid: results.json gains probes.mqar (distance axis pooled, with the run's pairs and gaps),
+# results.csv its columns, and the report its retrieval table and text.
+cat > exp.json <<JSON
+{"name": "mqar-tiny", "base": "$ROOT/configs/tasks/mqar.json",
+ "set": {"data.min_len": 2, "data.max_len": 2, "data.symbols": 8, "model.n_layer": 1, "model.n_embd": 16,
+         "model.n_head": 2, "model.block_size": 16, "train.max_iters": 3, "train.precision": "fp32",
+         "eval.lengths": [2, 4], "eval.batches": 1, "eval.batch_size": 8},
+ "grid": {"model.pos_encoding.kind": ["alibi", "rope"]},
+ "probes": {"mqar": {"lengths": [9, 18], "trials": 6}}}
+JSON
+"$POSLAB" compare -c exp.json --out cmp --no-plots > cmp.out 2>&1
+check "compare with an mqar probe prints its retrieval table" grep -q "mqar retrieval: exact match by length (tokens; trained at 9; distance axis, 2 pairs, power gaps" cmp.out
+check "results.json: probes.mqar pooled over the distance axis, recomputed from each cell's probe-mqar.json" $PY - cmp <<'PY'
+import csv, json, os, sys
+d = sys.argv[1]
+res = json.load(open(os.path.join(d, "results.json")))
+mq = res["probes"]["mqar"]
+assert mq["pairs"] == 2 and mq["gaps"] == "power" and mq["train_length"] == 9, mq
+for g in mq["groups"]:
+    p = json.load(open(os.path.join(d, "cells", "kind=" + g["group"], "probe-mqar.json")))
+    for l in g["lengths"]:
+        dist = [r for r in p["results"] if r["axis"] == "distance" and r["length"] == l["length"]]
+        assert len(dist) == 1 and abs(dist[0]["exact"] - l["exact_mean"]) < 1e-12, (g["group"], l, dist)
+rows = list(csv.DictReader(open(os.path.join(d, "results.csv"))))
+# The row at the training length (2 pairs, 9 tokens) carries the probe's exact match there; the row at 4 pairs
+# (17 tokens) matches no probe length (9, 18) and stays empty.
+for r in rows:
+    g = next(x for x in mq["groups"] if x["group"] == r["group"])
+    want = next((l["exact_mean"] for l in g["lengths"] if l["length"] == int(r["tokens"])), None)
+    assert (r["mqar_exact_mean"] == "") == (want is None), r
+    if want is not None:
+        assert abs(float(r["mqar_exact_mean"]) - want) < 1e-9, (r, want)
+assert any(r["mqar_exact_mean"] != "" for r in rows) and all(r["passkey_exact_mean"] == "" for r in rows)
+assert "Retrieval (mqar, distance axis, 2 pairs, power gaps)" in res["what_this_shows"], res["what_this_shows"]
+PY
+if $PY -c "import matplotlib" 2>/dev/null; then
+  "$POSLAB" compare -c exp.json --out cmp > /dev/null 2>&1
+  check "the report shows mqar retrieval beside the metric" bash -c \
+    "grep -q 'Multi-query associative recall' cmp/report.md && test -s cmp/retrieval.png -a -s cmp/retrieval_heatmaps.png"
+fi
 finish
