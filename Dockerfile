@@ -1,26 +1,27 @@
-# poslab on Debian 12, CPU: builds the project and runs the test suite.
-#   docker build -t poslab .                 # builds and tests
+# poslab on Debian 12, CPU: builds the project and runs the test suite. scripts/docker/build.sh makes the
+# debian:12 base from Debian's archive (no image registry needed), builds, and runs the image:
+#   docker build --target cpu -t poslab .    # builds and tests
 #   docker run --rm poslab compare --config configs/experiments/quick.json --out runs/quick
 #
-# CUDA variant: build against a CUDA LibTorch instead of Debian's CPU one, e.g.
-#   docker build --build-arg BASE=pytorch/pytorch:2.5.1-cuda12.4-cudnn9-devel --target cuda -t poslab:cuda .
-# The cuda stage installs the non-Torch dependencies and points CMake at the wheel's LibTorch
-# (python -c "import torch; print(torch.utils.cmake_prefix_path)"); see scripts/gpu/ and the README.
-ARG BASE=debian:12
+ARG CUDA_BASE=debian:12
 FROM debian:12 AS cpu
 WORKDIR /poslab
 COPY . .
 RUN bash scripts/setup.sh && ctest --test-dir build --output-on-failure -j 2
 ENTRYPOINT ["/poslab/build/poslab"]
 
-FROM ${BASE} AS cuda
+# CUDA variant, built as CI's CUDA leg builds (scripts/libtorch2/pypi_cuda.sh): every target against the
+# LibTorch inside PyPI's CUDA torch wheel, then the suite on the CPU. LibTorch's CMake config needs the CUDA
+# toolkit's nvcc: CUDA_BASE must be a Debian-family image with the toolkit in /usr/local/cuda (NVIDIA's
+# "devel" images). The default, debian:12, has none: the stage then stops with pypi_cuda.sh's one-line error.
+#   docker build --build-arg CUDA_BASE=<an image with /usr/local/cuda> --target cuda -t poslab:cuda .
+FROM ${CUDA_BASE} AS cuda
 WORKDIR /poslab
 COPY . .
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build nlohmann-json3-dev libspdlog-dev libgtest-dev libcli11-dev \
-      libsentencepiece-dev pkg-config \
+      python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/*
-RUN cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$(python -c 'import torch; print(torch.utils.cmake_prefix_path)')" \
-    && cmake --build build
+ENV PATH=/usr/local/cuda/bin:${PATH}
+RUN POSLAB_TORCH_VENV=/opt/torch-venv POSLAB_PYPI_BUILD=build bash scripts/libtorch2/pypi_cuda.sh
 ENTRYPOINT ["/poslab/build/poslab"]

@@ -84,10 +84,13 @@ static void merge_at(json& base, const json& patch, const std::string& prefix, c
                       type_name(patch));
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-    // A plug-in's options sit beside the built-in keys; the plug-in's spec checks them once it is loaded.
-    const bool plugin_named = (base.contains("plugin") && base["plugin"].is_string() && !base["plugin"].get<std::string>().empty()) ||
-                              (patch.contains("plugin") && patch["plugin"].is_string() && !patch["plugin"].get<std::string>().empty());
-    if (!base.contains(it.key()) && prefix == "model.pos_encoding" && plugin_named) {
+    // Options that kinds declare sit beside the built-in keys (a plug-in's are known only once it is
+    // loaded): let them in here; declared_options_from_json checks them against their declarations.
+    const auto names_plugin = [](const json& j) {
+      return j.contains("plugin") && j["plugin"].is_string() && !j["plugin"].get<std::string>().empty();
+    };
+    if (!base.contains(it.key()) && prefix == "model.pos_encoding" &&
+        (names_plugin(base) || names_plugin(patch) || declared_encoding_options("").contains(it.key()))) {
       base[it.key()] = it.value();
       continue;
     }
@@ -206,10 +209,11 @@ static json rope_scaling_to_json(const RopeScalingConfig& r) {
   return {{"kind", r.kind}, {"factor", r.factor}, {"original_length", r.original_length}};
 }
 
-// model.pos_encoding.plugin: loads the library (registering its kinds), checks it against the hash a run
-// recorded, records the hash otherwise, and checks the plug-in's own options (the keys beside the built-in
-// ones) against the defaults its kinds declared, filling in the ones not given.
-static void plugin_from_json(const json& full, PosEncodingConfig& pe) {
+// Options declared by kinds (EncodingSpec::options) beside the typed built-in keys of model.pos_encoding:
+// those of built-in kinds always, a plug-in's once model.pos_encoding.plugin names it. The plug-in is
+// loaded here (registering its kinds) and checked against the hash a run recorded, or its hash recorded.
+// Given options are type-checked against their declared defaults; the others take the defaults.
+static void declared_options_from_json(const json& full, PosEncodingConfig& pe) {
   const std::string at = "model.pos_encoding.";
   const json& section = full["model"]["pos_encoding"];
   const json& builtin = default_config_json()["model"]["pos_encoding"];
@@ -219,27 +223,26 @@ static void plugin_from_json(const json& full, PosEncodingConfig& pe) {
   if (pe.plugin.empty()) {
     if (!pe.plugin_sha256.empty())
       throw ConfigError(at + "plugin_sha256 is set but " + at + "plugin is empty (the hash belongs to a plug-in)");
-    if (!given.empty())  // only a plug-in's options may stand beside the built-in keys (merge_at lets them in)
-      throw ConfigError(at + given.begin().key() + ": unknown key (a plug-in's option, but no " + at + "plugin is named)");
     if (const auto* spec = find_encoding(pe.kind); spec && !spec->plugin.empty())
       throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ": name it in " + at + "plugin");
-    return;
+  } else {
+    pe.plugin = absolute_path(pe.plugin);  // a --set value: relative to the working directory
+    const LoadedPlugin& plugin = load_plugin(pe.plugin, at + "plugin");
+    if (!pe.plugin_sha256.empty() && pe.plugin_sha256 != plugin.sha256)
+      throw ConfigError(at + "plugin " + pe.plugin + ": changed since the run recorded it (sha256 " + pe.plugin_sha256.substr(0, 12) +
+                        "..., now " + plugin.sha256.substr(0, 12) + "...); rebuild the plug-in the run was trained with");
+    pe.plugin_sha256 = plugin.sha256;
+    if (const auto* spec = find_encoding(pe.kind); spec && !spec->plugin.empty() && spec->plugin != plugin.path)
+      throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ", not from " + pe.plugin);
   }
-  pe.plugin = absolute_path(pe.plugin);  // a --set value: relative to the working directory
-  const LoadedPlugin& plugin = load_plugin(pe.plugin, at + "plugin");
-  if (!pe.plugin_sha256.empty() && pe.plugin_sha256 != plugin.sha256)
-    throw ConfigError(at + "plugin " + pe.plugin + ": changed since the run recorded it (sha256 " + pe.plugin_sha256.substr(0, 12) +
-                      "..., now " + plugin.sha256.substr(0, 12) + "...); rebuild the plug-in the run was trained with");
-  pe.plugin_sha256 = plugin.sha256;
-  // Options of every kind of the plug-in, side by side (each kind reads its own, as the built-ins do).
-  json declared = json::object();
-  for (const auto& kind : plugin.kinds) declared.update(find_encoding(kind)->options);
+  const json declared = declared_encoding_options(pe.plugin);
   for (auto it = given.begin(); it != given.end(); ++it) {
     if (!declared.contains(it.key())) {
+      if (pe.plugin.empty()) throw ConfigError(at + it.key() + ": unknown key (no encoding declares it; a plug-in's option needs " + at + "plugin)");
       std::vector<std::string> names;
       for (auto d = declared.begin(); d != declared.end(); ++d) names.push_back(d.key());
-      throw ConfigError(at + it.key() + ": unknown key (plug-in " + pe.plugin + " declares " +
-                        (names.empty() ? std::string("no options") : "the options " + join(names)) + ")");
+      throw ConfigError(at + it.key() + ": unknown key (with plug-in " + pe.plugin + ", the declared options are " +
+                        (names.empty() ? std::string("none") : join(names)) + ")");
     }
     if (!same_type(declared[it.key()], it.value()))
       throw ConfigError(at + it.key() + " must be " + type_name(declared[it.key()]) + ", got " + it.value().dump());
@@ -247,8 +250,6 @@ static void plugin_from_json(const json& full, PosEncodingConfig& pe) {
   pe.options = declared;
   for (auto it = given.begin(); it != given.end(); ++it)
     pe.options[it.key()] = declared[it.key()].is_number_float() ? json(it.value().get<double>()) : it.value();
-  if (const auto* spec = find_encoding(pe.kind); spec && !spec->plugin.empty() && spec->plugin != plugin.path)
-    throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ", not from " + pe.plugin);
 }
 
 // The pos_encoding section; `m` has the validated model sizes. Options of other kinds are ignored.
@@ -273,7 +274,7 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   pe.rope_scaling = rope_scaling_from_json(full, at + "rope_scaling.", "the --init-from run's block_size, else model.block_size");
   pe.plugin = get<std::string>(full, at + "plugin");
   pe.plugin_sha256 = get<std::string>(full, at + "plugin_sha256");
-  plugin_from_json(full, pe);
+  declared_options_from_json(full, pe);
   one_of(at + "kind", pe.kind, encoding_kinds(), "encoding");
   require(pe.base > 1, at + "base", "> 1", pe.base);
   require(pe.scale >= 0, at + "scale", ">= 0 (0 = the kind's default)", pe.scale);

@@ -20,10 +20,14 @@ static std::string short_key(const std::string& key, const json& grid) {
 }
 
 // Applies KEY=VALUE from an experiment file; an error names the file's own key (`at`, e.g.
-// "experiment x.json: grid.model.n_layr"), not a --set flag the user never typed.
-static void apply_file_override(json& config, const std::string& key, const json& value, const std::string& at) {
+// "experiment x.json: grid.model.n_layr"), not a --set flag the user never typed. A plug-in's path is
+// relative to the experiment file, as it is to a config file.
+static void apply_file_override(json& config, const std::string& key, const json& value, const std::string& at,
+                                const std::string& file) {
+  const bool plugin = key == "model.pos_encoding.plugin" && value.is_string() && !value.get<std::string>().empty();
+  const json v = plugin ? json(absolute_path(resolve_relative(file, value.get<std::string>()))) : value;
   try {
-    apply_overrides(config, {key + "=" + value.dump()});
+    apply_overrides(config, {key + "=" + v.dump()});
   } catch (const ConfigError& e) {
     std::string what = e.what();
     const std::string flag = "--set " + key;
@@ -65,7 +69,7 @@ Experiment load_experiment(const std::string& path) {
   if (file.contains("set")) {
     if (!file["set"].is_object()) throw ConfigError(where + ": set must be an object of key -> value");
     for (auto it = file["set"].begin(); it != file["set"].end(); ++it)
-      apply_file_override(base, it.key(), it.value(), where + ": set." + it.key());
+      apply_file_override(base, it.key(), it.value(), where + ": set." + it.key(), path);
   }
   // nlohmann::json sorts keys; the grid's order (which key varies slowest) is the file's.
   std::vector<std::string> file_order;
@@ -78,7 +82,7 @@ Experiment load_experiment(const std::string& path) {
     if (!it.value().is_array() || it.value().empty())
       throw ConfigError(where + ": grid." + it.key() + " must be a non-empty list of values");
     json probe = base;  // the key must exist in the config schema
-    apply_file_override(probe, it.key(), it.value()[0], where + ": grid." + it.key());
+    apply_file_override(probe, it.key(), it.value()[0], where + ": grid." + it.key(), path);
     keys.push_back(it.key());
     if (it.key() != "seed") e.group_keys.push_back(it.key());
   }
@@ -99,7 +103,7 @@ Experiment load_experiment(const std::string& path) {
       }
       json probe = base;  // the keys and values must be valid
       for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
-        apply_file_override(probe, kv.key(), kv.value(), at + "." + kv.key());
+        apply_file_override(probe, kv.key(), kv.value(), at + "." + kv.key(), path);
       try {
         config_from_json(probe);
       } catch (const ConfigError& err) {
@@ -126,7 +130,7 @@ Experiment load_experiment(const std::string& path) {
     cell.group = group.empty() ? "all" : group;
     // Every cell is validated here, before the first one trains: a bad value stops the whole grid.
     for (size_t k = 0; k < keys.size(); ++k)
-      apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k]);
+      apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k], path);
     try {
       config_from_json(config);
     } catch (const ConfigError& err) {

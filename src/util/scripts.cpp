@@ -18,8 +18,11 @@ extern char** environ;
 namespace poslab {
 namespace fs = std::filesystem;
 
-// Where the build put things, as compile definitions (CMakeLists.txt): the source tree's scripts/ and
-// the installed scripts' place relative to the installed executable and library.
+// Where the build put things, as compile definitions (CMakeLists.txt): the build directory, the source
+// tree's scripts/, and the installed scripts' place relative to the installed executable and library.
+#ifndef POSLAB_BUILD_DIR
+#define POSLAB_BUILD_DIR ""
+#endif
 #ifndef POSLAB_SOURCE_SCRIPTS_DIR
 #define POSLAB_SOURCE_SCRIPTS_DIR ""
 #endif
@@ -40,18 +43,24 @@ static fs::path library_dir() {
   return ec ? fs::path() : lib.parent_path();
 }
 
+static bool same_dir(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return !a.empty() && !b.empty() && fs::equivalent(a, b, ec);
+}
+
 std::string find_script(const std::string& relative) {
   std::vector<fs::path> candidates;
   if (const char* env = std::getenv("POSLAB_SCRIPTS")) candidates.push_back(fs::path(env) / relative);
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(exe.parent_path() / POSLAB_BIN_TO_SCRIPTS / relative);  // an install: P/bin/poslab
-    candidates.push_back(exe.parent_path().parent_path() / "scripts" / relative);  // build/poslab in the source tree
-  }
-  if (const fs::path lib = library_dir(); !lib.empty()) candidates.push_back(lib / POSLAB_LIB_TO_SCRIPTS / relative);
-  // A build directory anywhere else: the source tree it was built from.
-  if (*POSLAB_SOURCE_SCRIPTS_DIR) candidates.push_back(fs::path(POSLAB_SOURCE_SCRIPTS_DIR) / relative);
+  const fs::path exe_dir = ec ? fs::path() : exe.parent_path(), lib_dir = library_dir();
+  // An install: P/bin/poslab or an application linking P/lib/libposlab_core.so; P/share/poslab/scripts.
+  if (!exe_dir.empty()) candidates.push_back(exe_dir / POSLAB_BIN_TO_SCRIPTS / relative);
+  if (!lib_dir.empty()) candidates.push_back(lib_dir / POSLAB_LIB_TO_SCRIPTS / relative);
+  // Run from the build directory (wherever it lives, in the source tree or not): the source tree it was
+  // built from. An installed copy never looks there, so an install that lacks its scripts says so.
+  if (same_dir(lib_dir, POSLAB_BUILD_DIR) || same_dir(exe_dir, POSLAB_BUILD_DIR))
+    candidates.push_back(fs::path(POSLAB_SOURCE_SCRIPTS_DIR) / relative);
   candidates.push_back(fs::current_path(ec) / "scripts" / relative);
   for (const auto& c : candidates)
     if (fs::exists(c, ec)) return c.lexically_normal().string();

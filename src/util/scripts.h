@@ -8,8 +8,8 @@
 namespace poslab {
 
 // scripts/<relative> from, in turn: $POSLAB_SCRIPTS; an install's share/poslab/scripts beside the running
-// executable's bin/ (or beside the library's lib/); scripts/ beside a build directory inside the source tree;
-// the source tree this library was built from; scripts/ under the current directory. "" when none exists.
+// executable's bin/ (or beside the library's lib/); when run from the build directory (wherever it lives),
+// the source tree it was built from; scripts/ under the current directory. "" when none exists.
 std::string find_script(const std::string& relative);
 // Runs `python3 script args...` (no shell, so paths need no quoting); returns its exit status
 // (127 when the interpreter cannot start, 128 + N when killed by signal N).

@@ -241,4 +241,49 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   check "no output, run or cache left behind by a refused tokenizer" bash -c '! ls -d t1* r6 .poslab-cache 2>/dev/null'
 fi
 
+
+# Plug-ins (built beside the tests, tests/CMakeLists.txt): each bad one gets one line naming the key and the
+# file; a run records its plug-in's hash and every command that reads the run refuses a changed plug-in.
+PLUGINS=${POSLAB_TEST_PLUGINS:-$(dirname "$POSLAB")/tests/plugins}
+if [ -f "$PLUGINS/libgaussian_bias.so" ]; then
+  PE=model.pos_encoding
+  mkdir -p adir
+  expect_fail 2 "$PE.plugin $WORK/nope.so: no such file" -- "$POSLAB" train -c ok.json --set $PE.plugin=nope.so --out r7
+  expect_fail 2 "$PE.plugin $WORK/adir: is a directory, not a shared library" -- "$POSLAB" train -c ok.json --set $PE.plugin=adir --out r7
+  expect_fail 2 "$PE.plugin $WORK/fox.txt: cannot be loaded (" -- "$POSLAB" train -c ok.json --set $PE.plugin=fox.txt --out r7
+  expect_fail 2 "libbad_not_a_plugin.so: not a poslab plug-in (it defines no POSLAB_PLUGIN entry points" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_not_a_plugin.so --out r7
+  expect_fail 2 "libbad_abi.so: built for plug-in ABI 2, " -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_abi.so --out r7
+  expect_fail 2 "; rebuild the plug-in against this poslab" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_abi.so --out r7
+  expect_fail 2 "libbad_nothing.so: registers no encoding" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_nothing.so --out r7
+  expect_fail 2 "libbad_builtin.so: registers encoding kind 'alibi', which is a built-in" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_builtin.so --out r7
+  expect_fail 2 "libbad_twice.so: registers encoding kind 'twin_bias' twice" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_twice.so --out r7
+  expect_fail 2 "$PE.kind throwing_bias (plug-in $PLUGINS/libbad_throws.so): its constructor failed: no widths left" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_throws.so --set $PE.kind=throwing_bias --out r7
+  expect_fail 2 "--plugin $PLUGINS/libbad_nothing.so: registers no encoding" -- "$POSLAB" pe --plugin $PLUGINS/libbad_nothing.so --kind alibi -n 4 -d 4
+  expect_fail 2 "--set $PE.gauss_sigma: unknown key '$PE.gauss_sigma'" -- "$POSLAB" train -c ok.json --set $PE.gauss_sigma=2 --out r7
+  G=(--set $PE.plugin=$PLUGINS/libgaussian_bias.so --set $PE.kind=gaussian_bias)
+  expect_fail 2 "$PE.gauss_sigma must be a positive number, got -1" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_sigma=-1 --out r7
+  expect_fail 2 "$PE.gauss_sigma must be a number, got \"wide\"" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_sigma='"wide"' --out r7
+  expect_fail 2 "$PE.gauss_width: unknown key (with plug-in $PLUGINS/libgaussian_bias.so, the declared options are gauss_sigma)" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_width=2 --out r7
+  expect_fail 2 "unknown encoding 'gaussian_bias'" -- "$POSLAB" train -c ok.json --set $PE.kind=gaussian_bias --out r7
+  check "no run directory left behind by refused plug-ins" test ! -e r7
+  # A changed plug-in: the run recorded another file.
+  cp "$PLUGINS/libgaussian_bias.so" mine.so
+  "$POSLAB" train -c ok.json --set $PE.plugin=mine.so --set $PE.kind=gaussian_bias --out prun > /dev/null 2>&1
+  check "a run with a plug-in trains" grep -q '"status": "done"' prun/summary.json
+  "$POSLAB" eval --run prun --lengths 8 > /dev/null 2>&1
+  check "the unchanged plug-in evaluates" test -s prun/eval.json
+  printf 'x' >> mine.so  # still a loadable library, but not the one the run was trained with
+  changed="$PE.plugin $WORK/mine.so: changed since the run recorded it (sha256 "
+  expect_fail 2 "$changed" -- "$POSLAB" eval --run prun --lengths 8
+  expect_fail 2 "$changed" -- "$POSLAB" train --resume prun
+  expect_fail 2 "$changed" -- "$POSLAB" sample --run prun --prompt "ab" --tokens 2
+  expect_fail 2 "$changed" -- "$POSLAB" attention --run prun --lengths 8 --no-plot
+  expect_fail 2 "$changed" -- "$POSLAB" probe --run prun --task passkey --lengths 32 --no-plot
+  rm mine.so
+  expect_fail 2 "$PE.plugin $WORK/mine.so: no such file" -- "$POSLAB" eval --run prun --lengths 8
+else
+  echo "FAIL: no test plug-ins in $PLUGINS"
+  failed=$((failed + 1))
+fi
+
 finish

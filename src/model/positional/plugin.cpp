@@ -26,6 +26,7 @@ const LoadedPlugin& load_plugin(const std::string& path, const std::string& key)
   if (path.empty()) throw ConfigError(key + ": empty (the path of a plug-in's shared library)");
   if (!fs::exists(path, ec)) throw ConfigError(where + "no such file");
   if (fs::is_directory(path, ec)) throw ConfigError(where + "is a directory, not a shared library");
+  if (!fs::is_regular_file(path, ec)) throw ConfigError(where + "not a regular file (a shared library is one)");
   const std::string absolute = fs::canonical(path, ec).string();
   if (auto it = loaded.find(absolute); it != loaded.end()) return it->second;
 
@@ -63,6 +64,7 @@ const LoadedPlugin& load_plugin(const std::string& path, const std::string& key)
                         (taken->plugin.empty() ? "is a built-in" : "plug-in " + taken->plugin + " registered already"));
     for (size_t j = 0; j < i; ++j)
       if (registrar.specs[j].kind == spec.kind) throw ConfigError(where + "registers encoding kind '" + spec.kind + "' twice");
+    if (spec.options.is_null()) registrar.specs[i].options = nlohmann::json::object();
     if (!spec.options.is_object()) throw ConfigError(where + "kind '" + spec.kind + "': its options must be a JSON object");
     // Its options sit beside the built-in keys in model.pos_encoding: they must not take one of their names.
     const auto& builtin = default_config_json()["model"]["pos_encoding"];

@@ -20,6 +20,9 @@ static std::mutex& registry_mutex() {
 void register_encoding(EncodingSpec spec) {
   if (spec.kind.empty() || spec.family.empty() || !spec.make)
     throw ConfigError("an encoding registration needs a kind name, a family and a make function (kind '" + spec.kind + "')");
+  if (spec.options.is_null()) spec.options = nlohmann::json::object();  // `{}` in an aggregate registration is null
+  if (!spec.options.is_object())
+    throw ConfigError("encoding kind '" + spec.kind + "': its options must be a JSON object of option -> default");
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto& specs = registry();
   if (auto it = specs.find(spec.kind); it != specs.end())
@@ -55,6 +58,14 @@ std::vector<std::string> encoding_kinds() {
 
 std::vector<std::string> encoding_kinds_of(const std::string& family) {
   return kinds_where([&](const EncodingSpec& s) { return s.family == family; });
+}
+
+nlohmann::json declared_encoding_options(const std::string& plugin) {
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [kind, spec] : registry())
+    if (spec.plugin.empty() || spec.plugin == plugin) out.update(spec.options);
+  return out;
 }
 
 std::string join_kinds(const std::vector<std::string>& kinds, const std::string& separator) {

@@ -33,8 +33,9 @@ struct EncodingSpec {
   std::function<void(const PositionalOptions&)> check;
   // Additive kinds with a scale knob: the multiplier when model.pos_encoding.scale is 0. Empty: no knob.
   std::function<double(int64_t n_embd)> default_scale;
-  // Plug-in kinds: their own keys under model.pos_encoding with default values, whose JSON types the
-  // config's values must match (built-ins read the typed fields of PosEncodingConfig instead).
+  // Options of its own: keys under model.pos_encoding with their default values, whose JSON types the
+  // config's values must match; the kind reads them from PositionalOptions::encoding.options. Plug-ins
+  // declare theirs here; so may a new built-in (the older ones read typed fields of PosEncodingConfig).
   nlohmann::json options = nlohmann::json::object();
   // Where the kind appears in listings (help, error messages): the built-ins keep the docs' order.
   int listing = 1000;
@@ -49,6 +50,10 @@ const EncodingSpec* find_encoding(const std::string& kind);
 std::vector<std::string> encoding_kinds();
 // Registered kinds of one family, in listing order (e.g. the rotary ones, for error messages).
 std::vector<std::string> encoding_kinds_of(const std::string& family);
+// The options (EncodingSpec::options, with their defaults) of the built-in kinds and of the kinds of the
+// plug-in `plugin` (absolute path; "" for the built-ins alone), merged: the keys model.pos_encoding may
+// hold beside its typed built-in ones.
+nlohmann::json declared_encoding_options(const std::string& plugin);
 // "a, b, c": for error messages.
 std::string join_kinds(const std::vector<std::string>& kinds, const std::string& separator = ", ");
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds poslab's Docker image without any image registry: the debian:12 base image is made from
+# Debian's archive (debootstrap, then `docker import`), then the Dockerfile's cpu stage builds poslab and
+# runs its tests, then the image runs `poslab --help` and the main job. Run as root on Debian with
+# docker.io (or podman: POSLAB_DOCKER=podman) and debootstrap installed.
+#   bash scripts/docker/build.sh            # the CPU image, tagged poslab
+#   bash scripts/docker/build.sh --cuda     # also the cuda stage (needs a CUDA toolkit image, see Dockerfile)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+engine=${POSLAB_DOCKER:-docker}
+mirror=${POSLAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+die() { echo "docker/build.sh: ERROR: $*" >&2; exit 1; }
+log() { echo "== docker/build.sh: $*"; }
+
+command -v "$engine" >/dev/null || die "no $engine (apt install docker.io, or podman with POSLAB_DOCKER=podman)"
+"$engine" info >/dev/null 2>&1 || die "$engine cannot reach its daemon ($engine info fails)"
+
+if ! "$engine" image inspect debian:12 >/dev/null 2>&1; then
+  command -v debootstrap >/dev/null || die "no debootstrap (apt install debootstrap)"
+  root=$(mktemp -d)
+  trap 'rm -rf "$root"' EXIT
+  log "debian:12 from $mirror (debootstrap bookworm)"
+  debootstrap --variant=minbase bookworm "$root" "$mirror"
+  rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
+  tar -C "$root" -c . | "$engine" import - debian:12
+fi
+
+log "building the cpu stage (builds poslab and runs CTest)"
+"$engine" build --target cpu -t poslab .
+log "poslab --help in the image"
+"$engine" run --rm poslab --help
+log "the main job in the image"
+"$engine" run --rm poslab compare --config configs/experiments/quick.json --out runs/quick
+
+if [ "${1:-}" = --cuda ]; then
+  log "building the cuda stage"
+  "$engine" build --target cuda -t poslab:cuda .
+  "$engine" run --rm poslab:cuda --help
+fi
+log "done"

@@ -1,0 +1,59 @@
+// Plug-ins that poslab must refuse in one line (tests/cli/cli_errors.sh), one per POSLAB_BAD_* macro:
+// no entry points, an ABI mismatch, registers nothing, a built-in's kind, one kind twice, a throwing
+// constructor. Each is a real shared library built against this poslab (tests/CMakeLists.txt).
+#include "model/positional/plugin.h"
+
+#include <memory>
+#include <stdexcept>
+
+namespace {
+using poslab::PositionalOptions;
+
+// A bias kind that does nothing; its construction is what the tests exercise.
+class NoBiasImpl : public poslab::PositionalEncodingImpl {
+ public:
+  explicit NoBiasImpl(std::string kind) : PositionalEncodingImpl(std::move(kind)) {}
+  std::string family() const override { return "bias"; }
+};
+
+poslab::EncodingSpec spec(const std::string& kind) {
+  poslab::EncodingSpec s;
+  s.kind = kind;
+  s.family = "bias";
+  s.make = [kind](const PositionalOptions&) { return std::make_shared<NoBiasImpl>(kind); };
+  return s;
+}
+}  // namespace
+
+#if defined(POSLAB_BAD_NOT_A_PLUGIN)
+extern "C" int not_a_poslab_plugin() { return 1; }  // a shared library without poslab's entry points
+#elif defined(POSLAB_BAD_ABI)
+// Built for another plug-in ABI: the entry points written out by hand, one number off.
+extern "C" __attribute__((visibility("default"))) poslab::PluginAbi poslab_plugin_abi() {
+  auto abi = poslab::plugin_abi();
+  abi.poslab_abi += 1;
+  return abi;
+}
+extern "C" __attribute__((visibility("default"))) void poslab_plugin_register(poslab::PluginRegistrar& r) {
+  r.add(spec("abi_kind"));
+}
+#else
+POSLAB_PLUGIN(registrar) {
+#if defined(POSLAB_BAD_NOTHING)
+  (void)registrar;  // registers no kind
+#elif defined(POSLAB_BAD_BUILTIN)
+  registrar.add(spec("alibi"));  // a built-in's name
+#elif defined(POSLAB_BAD_TWICE)
+  registrar.add(spec("twin_bias"));
+  registrar.add(spec("twin_bias"));
+#elif defined(POSLAB_BAD_THROWS)
+  auto s = spec("throwing_bias");
+  s.make = [](const PositionalOptions&) -> std::shared_ptr<poslab::PositionalEncodingImpl> {
+    throw std::runtime_error("no widths left");
+  };
+  registrar.add(std::move(s));
+#else
+#error "define one POSLAB_BAD_* macro"
+#endif
+}
+#endif
