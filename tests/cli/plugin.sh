@@ -54,6 +54,42 @@ fi
 SO=$WORK/ex/libgaussian_bias.so
 check "examples/plugin builds libgaussian_bias.so" test -f "$SO"
 
+# A program linking poslab::poslab from the install: builds a model through the library, with the plug-in's
+# kind, and finds the installed scripts beside the installed library.
+mkdir -p app
+cat > app/CMakeLists.txt <<'CMAKE'
+cmake_minimum_required(VERSION 3.18)
+project(poslab_app LANGUAGES CXX)
+set(CMAKE_CXX_STANDARD 17)
+find_package(poslab CONFIG REQUIRED)
+add_executable(app main.cpp)
+target_link_libraries(app PRIVATE poslab::poslab)
+CMAKE
+cat > app/main.cpp <<'CPP'
+#include <poslab/config/config.h>
+#include <poslab/model/gpt.h>
+#include <poslab/util/scripts.h>
+#include <iostream>
+int main(int argc, char** argv) {
+  nlohmann::json j = {{"model", {{"n_layer", 1}, {"n_embd", 16}, {"n_head", 2}, {"block_size", 8},
+                                 {"pos_encoding", {{"kind", "gaussian_bias"}, {"plugin", argv[1]}}}}}};
+  poslab::Config c = poslab::config_from_json(j);
+  c.model.vocab_size = 11;
+  poslab::GPT model(c.model);
+  auto logits = model->forward(torch::zeros({2, 8}, torch::kLong));  // (B, T, vocab)
+  std::cout << logits.size(0) << "x" << logits.size(1) << "x" << logits.size(2) << " " << model->pos->kind() << "\n"
+            << poslab::find_script("plots") << "\n";
+}
+CPP
+if ! { cmake -S app -B app/build -G Ninja "${args[@]}" && cmake --build app/build; } > app.log 2>&1; then
+  tail -30 app.log
+  echo "FAIL: a program linking poslab::poslab does not build against the install"
+  exit 1
+fi
+(cd elsewhere && ../app/build/app "$SO" > ../app.out 2> ../app.err)
+check "a program linking poslab::poslab runs the plug-in's kind ($(head -c 300 app.err))" grep -qx "2x8x11 gaussian_bias" app.out
+check "...and finds the scripts installed beside the library" grep -qx "$P/share/poslab/scripts/plots" app.out
+
 # A config naming the plug-in relative to itself; run from another directory.
 mkdir -p cfg wd
 printf '{"data": {"task": "copy", "max_len": 4}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16,\n "pos_encoding": {"kind": "gaussian_bias", "plugin": "../ex/libgaussian_bias.so", "gauss_sigma": 2.0}},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [4, 8], "batches": 1}}\n' > cfg/tiny.json
