@@ -4,5 +4,5 @@
 # CPU). Output: the table on the console, runs/quick/report.html.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --main-job
 ./build/poslab compare --config configs/experiments/quick.json --out runs/quick "$@"
