@@ -336,7 +336,9 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   }
   if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
   if (o.task == "mqar") check_mqar_probe(c, o);  // before any work
-  Runtime rt = make_runtime(c);
+  Config rc = c;
+  if (o.threads > 0) rc.train.threads = o.threads;  // the run's cell may have had a share of the cores
+  Runtime rt = make_runtime(rc);
   run.model->to(rt.device);
   json out = probe_model(run.model, run.tokenizer, c, o, rt);
   out["run"] = dir;
