@@ -102,6 +102,10 @@ printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_
 expect_fail 2 "eval_grid.x.model.n_layer: only eval.* keys can vary without retraining" -- "$POSLAB" compare -c evalgrid.json --out r3
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "seeds": [1]}\n' > seeds.json
 expect_fail 2 "give seeds either" -- "$POSLAB" compare -c seeds.json --out r3
+printf '{"base": "ok.json", "grid": {"seed": [1]}, "jobs": 0}\n' > jobs0.json
+expect_fail 2 "jobs must be an integer from 1 to 256 (cells run at once), got 0" -- "$POSLAB" compare -c jobs0.json --out r3
+printf '{"base": "ok.json", "grid": {"seed": [1]}, "jobs": "2"}\n' > jobs_s.json
+expect_fail 2 "jobs must be an integer from 1 to 256 (cells run at once), got \"2\"" -- "$POSLAB" compare -c jobs_s.json --out r3
 # Paths and resources: refused before any work, one line, exit 2, nothing created.
 printf 'x' > afile
 expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" train -c ok.json --out afile
