@@ -41,7 +41,7 @@ expect_fail 2 "unknown key 'data.mqar.pairs' (allowed here: gaps, power_a, queri
 expect_fail 2 "data.max_len must be <= data.symbols (16) for mqar" -- "$POSLAB" train -c ok.json $MQ --set data.max_len=17 --out r1
 expect_fail 2 "data.max_len: mqar with 8 items needs 41 input tokens, but model.block_size is 40" -- \
   "$POSLAB" train -c ok.json $MQ --set data.mqar.space=3 --out r1
-# Encoding options (issue 12): wrong type, out of range, each naming its key.
+# Encoding options: wrong type, out of range, each naming its key.
 PE=model.pos_encoding
 printf '{"model": {"pos_encoding": {"kind": "t5", "num_buckets": "many"}}}\n' > buckets_type.json
 expect_fail 2 "$PE.num_buckets must be an integer" -- "$POSLAB" train -c buckets_type.json --out r1
@@ -131,7 +131,7 @@ else
 fi
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
 
-# --init-from (issue 13): a new run from another run's weights; mismatches refused, nothing left behind.
+# --init-from: a new run from another run's weights; mismatches refused, nothing left behind.
 expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train -c ok.json --init-from nowhere --out r4
 expect_fail 2 "--init-from starts a new run and --resume continues one" -- "$POSLAB" train --resume run --init-from run
 expect_fail 2 "--init-from run: model.n_embd is 16 there but 32 here" -- "$POSLAB" train -c ok.json --set model.n_embd=32 --init-from run --out r4
