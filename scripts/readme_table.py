@@ -8,8 +8,9 @@ what the binary printed.
     readme_table.py check DOC NAME                      # DOC's block NAME equals the table from its saved results
 
 A block is the text between `<!-- table NAME: ... -->` and `<!-- end table NAME -->` in DOC. Columns: the
-loss (nats/token, 3 decimals, bold where the report marks it best) at each evaluation length, and the
-last length minus the first; the ranking line is the report's mean reciprocal rank.
+loss (nats/token, 3 decimals, bold where the report marks it best; with several seeds their mean and the
+t-based 95% half-width across seeds) at each evaluation length, and the last length minus the first (of
+the means); the ranking line is the report's mean reciprocal rank.
 Exit status: 0 ok, 1 check found a difference (printed), 2 bad input.
 """
 
@@ -47,6 +48,8 @@ def table(res):
                 values.append("n/a")
             else:
                 text = "%.3f" % r["loss_mean"]
+                if (r.get("n") or 1) > 1 and r.get("loss_ci95") is not None:
+                    text += " ± %.3f" % r["loss_ci95"]  # t-based 95% half-width across seeds
                 values.append("**%s**" % text if r.get("best") else text)
         a, b = cell.get((g, first)), cell.get((g, last))
         both = a and b and a.get("loss_mean") is not None and b.get("loss_mean") is not None

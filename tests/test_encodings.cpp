@@ -1,4 +1,4 @@
-// The encodings of issue 12 (t5, kerple, fire, xpos, sandwich, cope, randomize, rotary_fraction),
+// The encodings beyond the classic seven (t5, kerple, fire, xpos, sandwich, cope, randomize, rotary_fraction),
 // each pinned to its published formula. Expected values are computed here from the formulas
 // (encodings-reference.md), never by calling the code under test.
 #include <gtest/gtest.h>

@@ -337,7 +337,7 @@ TEST(Checkpoint, FuzzRegressionDamagedArchiveIsRefusedBeforeLibTorch) {
   }
 }
 
-// --init-from (issue 13): a new run from another's weights, at a longer block_size with a rope scaling
+// --init-from: a new run from another's weights, at a longer block_size with a rope scaling
 // that stays on for the run; mismatches refused before any directory appears.
 TEST(InitFrom, FineTunesAtALongerContextWithTheScalingOn) {
   TempDir dir;

@@ -140,6 +140,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
                       {"block_size", c.model.block_size}, {"batch_size", c.train.batch_size},
                       {"vocab_size", c.model.vocab_size}, {"pos_encoding", c.model.pos_encoding.kind}}},
           {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
+          {"cpu", cpu_info()},
           {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                            std::to_string(TORCH_VERSION_PATCH)},
           {"precision", rt.bf16 ? "bf16" : "fp32"},
@@ -196,6 +197,7 @@ json run_generation_benchmark(const Config& input, int tokens) {
   json out = {{"config", {{"n_layer", c.model.n_layer}, {"n_embd", c.model.n_embd}, {"block_size", c.model.block_size},
                           {"pos_encoding", c.model.pos_encoding.kind}}},
               {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
+              {"cpu", cpu_info()},
               {"threads", rt.threads},
               {"prompt_tokens", prompt.size()},
               {"tokens", tokens}};

@@ -1,6 +1,7 @@
 // poslab compare: run an experiment grid and aggregate it into a table, plots and a report.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "cli/commands.h"
@@ -8,6 +9,7 @@
 #include "config/config.h"
 #include "experiment/experiment.h"
 #include "util/files.h"
+#include "util/runtime.h"
 #include "util/scripts.h"
 
 namespace poslab::cli {
@@ -15,7 +17,7 @@ namespace poslab::cli {
 void add_compare(CLI::App& app) {
   struct Opts {
     std::string config, out, shard, aggregate;
-    int jobs = 1;
+    int jobs = 0;  // 0: the experiment's "jobs", else 1
     bool no_plots = false;
   };
   auto o = std::make_shared<Opts>();
@@ -23,7 +25,7 @@ void add_compare(CLI::App& app) {
                                             "results.json/.csv, plots and report.md/.html");
   cmd->add_option("--config,-c", o->config, "Experiment file (configs/experiments/*.json)");
   cmd->add_option("--out,-o", o->out, "Output directory (default runs/<experiment name>)");
-  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once, each with cores/jobs threads (default 1)")
+  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once, each with cores/jobs threads (default: the experiment's \"jobs\", else 1)")
       ->check(positive_integer());
   cmd->add_option("--shard", o->shard,
                   "K/N: run only the cells whose index modulo N is K, then stop without aggregating (default: from "
@@ -34,7 +36,7 @@ void add_compare(CLI::App& app) {
   cmd->add_flag("--no-plots", o->no_plots, "Skip the matplotlib plots and report");
   cmd->callback([o] {
     CompareOptions co;
-    co.jobs = o->jobs;
+    co.jobs = std::max(1, o->jobs);
     co.poslab_binary = std::filesystem::read_symlink("/proc/self/exe").string();
     co.plot_script = o->no_plots ? "" : find_script("plot_report.py");
     if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
@@ -52,6 +54,10 @@ void add_compare(CLI::App& app) {
     if (o->config.empty()) throw ConfigError("compare: give --config EXPERIMENT.json (or --aggregate DIR)");
     Experiment e = load_experiment(o->config);
     co.out = o->out.empty() ? "runs/" + e.name : o->out;
+    // The file's "jobs" is a suggestion for a machine like the one it was measured on: never more
+    // cells at once than cores. -j is the user's word and is taken as given.
+    if (o->jobs == 0 && e.jobs > 0)
+      co.jobs = std::max(1, std::min(e.jobs, default_threads()));
     co.shard = shard_from(o->shard);
     check_output_dir(co.out, "--out");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);

@@ -28,12 +28,15 @@ struct Experiment {
   std::vector<std::string> group_keys;  // grid keys other than "seed"
   std::vector<Cell> cells;
   std::vector<EvalVariant> eval_grid;   // empty: each cell's own eval.json
+  // Cells run at once when --jobs is not given ("jobs" in the file; 0: one at a time). The file says
+  // what suits its grid (small models run faster side by side than on all cores one after another).
+  int jobs = 0;
   // Retrieval probes run on every trained cell: task -> options (probe/probe.h), validated at load.
   nlohmann::json probes = nlohmann::json::object();
 };
 
 // Reads an experiment file: {"name", "description", "base", "set": {key: value}, "grid": {key: [values]},
-// "seeds": [..], "eval_grid": {variant name: {eval key: value}}, "probes": {task: {option: value}}}.
+// "seeds": [..], "eval_grid": {variant name: {eval key: value}}, "probes": {task: {option: value}}, "jobs": N}.
 // "base" is a config path relative to the experiment file. Throws ConfigError naming the key.
 Experiment load_experiment(const std::string& path);
 

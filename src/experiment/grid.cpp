@@ -41,9 +41,9 @@ Experiment load_experiment(const std::string& path) {
   if (!file.is_object()) throw ConfigError(where + ": expected a JSON object");
   for (auto it = file.begin(); it != file.end(); ++it)
     if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid" &&
-        it.key() != "seeds" && it.key() != "eval_grid" && it.key() != "probes")
+        it.key() != "seeds" && it.key() != "eval_grid" && it.key() != "probes" && it.key() != "jobs")
       throw ConfigError(where + ": unknown key '" + it.key() +
-                        "' (allowed: name, description, base, set, grid, seeds, eval_grid, probes)");
+                        "' (allowed: name, description, base, set, grid, seeds, eval_grid, probes, jobs)");
   if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
   if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
     throw ConfigError(where + ": grid must be an object of key -> list of values");
@@ -52,6 +52,12 @@ Experiment load_experiment(const std::string& path) {
   e.name = file.value("name", std::filesystem::path(path).stem().string());
   e.description = file.value("description", "");
   e.grid = file["grid"];
+  if (file.contains("jobs")) {
+    const auto& j = file["jobs"];
+    if (!j.is_number_integer() || j.get<int64_t>() < 1 || j.get<int64_t>() > 256)
+      throw ConfigError(where + ": jobs must be an integer from 1 to 256 (cells run at once), got " + j.dump());
+    e.jobs = j.get<int>();
+  }
   if (file.contains("probes")) {
     if (!file["probes"].is_object()) throw ConfigError(where + ": probes must be an object of task -> options");
     for (auto it = file["probes"].begin(); it != file["probes"].end(); ++it)

@@ -135,6 +135,7 @@ static void cell_probes(const Experiment& e, const CompareOptions& o) {
     try {
       ProbeOptions po = probe_options_from_json(task, e.probes[task], "probes." + task);
       po.quiet = true;
+      po.threads = default_threads();  // one probe at a time here: all cores, whatever -j gave the cell
       const json p = probe_run(cell_dir(o.out, *c), po);
       spdlog::info("[probe {}/{}] {} {}: effective length {} ({})", ++done, todo.size(), c->name, task, p["effective_length"].dump(),
                    format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));

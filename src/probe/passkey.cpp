@@ -2,6 +2,8 @@
 #include "probe/passkey.h"
 
 #include <cmath>
+#include <map>
+#include <mutex>
 
 #include "config/config.h"
 
@@ -17,23 +19,56 @@ const PasskeyTemplate kCompactTemplate{"compact", "", "The key is {k}.", "What i
 const std::string kNoiseFiller = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 const std::vector<std::string> kPasskeyTemplates = {"auto", "reference", "compact"};
 
-static std::string fill_key(const std::string& needle, const std::string& key) {
-  std::string out;
-  for (size_t i = 0; i < needle.size();) {
-    if (needle.compare(i, 3, "{k}") == 0) out += key, i += 3;
-    else out += needle[i++];
+std::vector<int64_t> encode_part(const CharTokenizer& tok, const std::string& text, const std::string& source) {
+  if (!tok.is_sentencepiece()) return tok.encode(text, source);
+  // SentencePiece runs through poslab-tokenize, one process a call: the few distinct parts are encoded once.
+  static std::map<std::pair<std::string, std::string>, std::vector<int64_t>> memo;
+  static std::mutex mu;
+  const auto k = std::make_pair(tok.sentencepiece_model(), text);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = memo.find(k); it != memo.end()) return it->second;
   }
-  return out;
+  auto ids = tok.encode(text, source);
+  std::lock_guard<std::mutex> lock(mu);
+  return memo.emplace(k, std::move(ids)).first->second;
+}
+
+std::vector<int64_t> encode_key(const CharTokenizer& tok, const std::string& key) {
+  std::vector<int64_t> ids;
+  for (char d : key) {
+    const auto one = encode_part(tok, std::string(1, d), "the pass key");
+    if (one.size() != 1)
+      throw ConfigError("the run's tokenizer writes the digit '" + std::string(1, d) + "' as " + std::to_string(one.size()) +
+                        " tokens; the passkey probe needs one token per digit");
+    ids.push_back(one[0]);
+  }
+  return ids;
+}
+
+// The needle with the key in it: the text around each "{k}" encoded on its own, the key digit by digit
+// (for characters the same as encoding the whole; for SentencePiece, the same pieces for every key).
+static std::vector<int64_t> encode_needle(const CharTokenizer& tok, const std::string& needle, const std::string& key) {
+  std::vector<int64_t> ids;
+  const auto add = [&](const std::vector<int64_t>& part) { ids.insert(ids.end(), part.begin(), part.end()); };
+  size_t from = 0;
+  for (size_t at; (at = needle.find("{k}", from)) != std::string::npos; from = at + 3) {
+    if (at > from) add(encode_part(tok, needle.substr(from, at - from), "the passkey template"));
+    add(encode_key(tok, key));
+  }
+  if (from < needle.size()) add(encode_part(tok, needle.substr(from), "the passkey template"));
+  return ids;
 }
 
 static int64_t count(const CharTokenizer& tok, const std::string& s) {
-  return static_cast<int64_t>(tok.encode(s, "the passkey template").size());
+  return static_cast<int64_t>(encode_part(tok, s, "the passkey template").size());
 }
 
 int64_t passkey_fixed_tokens(const CharTokenizer& tok, const PasskeyTemplate& t, int digits) {
   const std::string key(static_cast<size_t>(digits), '1');
-  const int64_t task = t.task.empty() ? 0 : count(tok, t.task + t.sep);
-  return task + count(tok, fill_key(t.needle, key)) + 3 * count(tok, t.sep) + count(tok, t.question + " ") + digits;
+  const int64_t task = t.task.empty() ? 0 : count(tok, t.task) + count(tok, t.sep);
+  return task + static_cast<int64_t>(encode_needle(tok, t.needle, key).size()) + 3 * count(tok, t.sep) +
+         count(tok, t.question + " ") + digits;
 }
 
 const PasskeyTemplate& passkey_template(const std::string& name, int block_size, int digits) {
@@ -58,7 +93,7 @@ Haystack noise_haystack(const CharTokenizer& tok, int64_t tokens) {
   for (size_t i = 0; i < kNoiseFiller.size();) {
     size_t end = kNoiseFiller.find(". ", i);
     end = end == std::string::npos ? kNoiseFiller.size() : end + 1;
-    sentences.push_back(tok.encode(kNoiseFiller.substr(i, end - i) + " ", "the noise filler"));
+    sentences.push_back(encode_part(tok, kNoiseFiller.substr(i, end - i) + " ", "the noise filler"));
     i = end + 1;
   }
   Haystack h;
@@ -95,7 +130,7 @@ PasskeyDoc make_passkey_doc(const CharTokenizer& tok, const PasskeyTemplate& t, 
                             double depth, const Haystack& haystack, int64_t offset, bool needle) {
   const auto digits = static_cast<int>(key.size());
   const std::string source = "the passkey template";
-  const auto sep = tok.encode(t.sep, source), needle_ids = tok.encode(fill_key(t.needle, key), source);
+  const auto sep = encode_part(tok, t.sep, source), needle_ids = encode_needle(tok, t.needle, key);
   const int64_t filler = length + 1 - passkey_fixed_tokens(tok, t, digits);
   if (filler < 1)
     throw ConfigError("passkey at " + std::to_string(length) + " tokens: the " + t.name + " template's fixed parts take " +
@@ -115,7 +150,7 @@ PasskeyDoc make_passkey_doc(const CharTokenizer& tok, const PasskeyTemplate& t, 
   auto& ids = doc.ids;
   auto add = [&](const std::vector<int64_t>& part) { ids.insert(ids.end(), part.begin(), part.end()); };
   const auto fill = haystack.ids.begin() + offset;
-  if (!t.task.empty()) add(tok.encode(t.task, source)), add(sep);
+  if (!t.task.empty()) add(encode_part(tok, t.task, source)), add(sep);
   if (needle) {
     ids.insert(ids.end(), fill, fill + cut);
     add(sep);
@@ -129,9 +164,9 @@ PasskeyDoc make_passkey_doc(const CharTokenizer& tok, const PasskeyTemplate& t, 
     doc.depth = NAN;
   }
   add(sep);
-  add(tok.encode(t.question + " ", source));
+  add(encode_part(tok, t.question + " ", source));
   doc.key_start = static_cast<int64_t>(ids.size());
-  add(tok.encode(key, source));
+  add(encode_key(tok, key));
   return doc;
 }
 

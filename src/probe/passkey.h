@@ -62,6 +62,10 @@ std::string random_key(int digits, Rng& rng);
 // Throws ConfigError when the fixed parts leave no room for filler at this length.
 PasskeyDoc make_passkey_doc(const CharTokenizer& tok, const PasskeyTemplate& t, const std::string& key, int64_t length,
                             double depth, const Haystack& haystack, int64_t offset, bool needle = true);
+// A part of a document in the run's tokens; SentencePiece parts are encoded once per process and remembered.
+std::vector<int64_t> encode_part(const CharTokenizer& tok, const std::string& text, const std::string& source);
+// The key one token per digit; throws ConfigError when the tokenizer writes a digit as more than one token.
+std::vector<int64_t> encode_key(const CharTokenizer& tok, const std::string& key);
 // Tokens of the fixed parts (task line, needle, question, separators, key) at this key length.
 int64_t passkey_fixed_tokens(const CharTokenizer& tok, const PasskeyTemplate& t, int digits);
 

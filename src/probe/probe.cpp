@@ -117,13 +117,23 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
   const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
   const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
                                       c.model.block_size, digits);
-  if (tok.is_sentencepiece())
-    throw ConfigError("--task passkey: the run reads SentencePiece pieces; the passkey probe writes character-level "
-                      "documents and takes character-level text runs");
-  for (char ch = '0'; ch <= '9'; ++ch)
-    if (!tok.contains(std::string(1, ch)))
-      throw ConfigError("--task passkey: the run's vocabulary has no digit '" + std::string(1, ch) +
-                        "', so it cannot write a pass key (train on text that holds all ten digits)");
+  if (tok.is_sentencepiece()) {
+    // Pieces: each part of the document is encoded on its own and the key one piece per digit.
+    if (o.haystack == "text")
+      throw ConfigError("--haystack text: a SentencePiece run takes the noise haystack (the text haystack cuts held-out "
+                        "text at sentence boundaries, which are characters)");
+    try {
+      encode_key(tok, "0123456789");
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("--task passkey: ") + e.what());
+    }
+  } else {
+    for (char ch = '0'; ch <= '9'; ++ch)
+      if (!tok.contains(std::string(1, ch)))
+        throw ConfigError("--task passkey: the run's vocabulary has no digit '" + std::string(1, ch) +
+                          "', so it cannot write a pass key (train on text that holds all ten digits; a token-file run "
+                          "needs a tokenizer: meta.json's tokenizer, or nanoGPT's meta.pkl)");
+  }
   try {
     passkey_fixed_tokens(tok, tmpl, digits);
     noise_haystack(tok, 1);
@@ -326,7 +336,9 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   }
   if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
   if (o.task == "mqar") check_mqar_probe(c, o);  // before any work
-  Runtime rt = make_runtime(c);
+  Config rc = c;
+  if (o.threads > 0) rc.train.threads = o.threads;  // the run's cell may have had a share of the cores
+  Runtime rt = make_runtime(rc);
   run.model->to(rt.device);
   json out = probe_model(run.model, run.tokenizer, c, o, rt);
   out["run"] = dir;

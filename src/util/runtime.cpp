@@ -7,9 +7,38 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 namespace poslab {
+
+nlohmann::json cpu_info() {
+  // The fields of /proc/cpuinfo's first processor that tell machines of one kind apart; "unknown" off Linux.
+  nlohmann::json out = {{"vendor", "unknown"}, {"family", "unknown"}, {"model", "unknown"}, {"model_name", "unknown"},
+                        {"cores", default_threads()}, {"flags", nlohmann::json::array()}};
+  std::ifstream in("/proc/cpuinfo");
+  const std::pair<const char*, const char*> keys[] = {
+      {"vendor_id", "vendor"}, {"cpu family", "family"}, {"model", "model"}, {"model name", "model_name"}};
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) {
+      if (line.empty() && out["model_name"] != "unknown") break;  // the first processor only
+      continue;
+    }
+    std::string key = line.substr(0, colon), value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    for (const auto& [from, to] : keys)
+      if (key == from) out[to] = value;
+    if (key == "flags") {
+      // Only the flags that change which kernels run: AVX2, AVX-512, bf16 and AMX.
+      std::istringstream words(value);
+      for (std::string w; words >> w;)
+        if (w == "avx2" || w == "fma" || w.rfind("avx512", 0) == 0 || w.rfind("amx", 0) == 0) out["flags"].push_back(w);
+    }
+  }
+  return out;
+}
 
 bool cpu_has_bf16() {
   std::ifstream in("/proc/cpuinfo");

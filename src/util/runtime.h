@@ -19,6 +19,8 @@ struct Runtime {
 };
 
 bool cpu_has_bf16();
+// The CPU as benchmarks record it: vendor, family, model, model name, cores and the AVX2/AVX-512/AMX flags.
+nlohmann::json cpu_info();
 // The intra-op thread count poslab uses when train.threads is 0: every core.
 int default_threads();
 // OpenBLAS (fp32 CPU matmuls) keeps its own thread pool. It runs single-threaded while batch shards

@@ -41,7 +41,7 @@ expect_fail 2 "unknown key 'data.mqar.pairs' (allowed here: gaps, power_a, queri
 expect_fail 2 "data.max_len must be <= data.symbols (16) for mqar" -- "$POSLAB" train -c ok.json $MQ --set data.max_len=17 --out r1
 expect_fail 2 "data.max_len: mqar with 8 items needs 41 input tokens, but model.block_size is 40" -- \
   "$POSLAB" train -c ok.json $MQ --set data.mqar.space=3 --out r1
-# Encoding options (issue 12): wrong type, out of range, each naming its key.
+# Encoding options: wrong type, out of range, each naming its key.
 PE=model.pos_encoding
 printf '{"model": {"pos_encoding": {"kind": "t5", "num_buckets": "many"}}}\n' > buckets_type.json
 expect_fail 2 "$PE.num_buckets must be an integer" -- "$POSLAB" train -c buckets_type.json --out r1
@@ -102,6 +102,10 @@ printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_
 expect_fail 2 "eval_grid.x.model.n_layer: only eval.* keys can vary without retraining" -- "$POSLAB" compare -c evalgrid.json --out r3
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "seeds": [1]}\n' > seeds.json
 expect_fail 2 "give seeds either" -- "$POSLAB" compare -c seeds.json --out r3
+printf '{"base": "ok.json", "grid": {"seed": [1]}, "jobs": 0}\n' > jobs0.json
+expect_fail 2 "jobs must be an integer from 1 to 256 (cells run at once), got 0" -- "$POSLAB" compare -c jobs0.json --out r3
+printf '{"base": "ok.json", "grid": {"seed": [1]}, "jobs": "2"}\n' > jobs_s.json
+expect_fail 2 "jobs must be an integer from 1 to 256 (cells run at once), got \"2\"" -- "$POSLAB" compare -c jobs_s.json --out r3
 # Paths and resources: refused before any work, one line, exit 2, nothing created.
 printf 'x' > afile
 expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" train -c ok.json --out afile
@@ -127,7 +131,7 @@ else
 fi
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
 
-# --init-from (issue 13): a new run from another run's weights; mismatches refused, nothing left behind.
+# --init-from: a new run from another run's weights; mismatches refused, nothing left behind.
 expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train -c ok.json --init-from nowhere --out r4
 expect_fail 2 "--init-from starts a new run and --resume continues one" -- "$POSLAB" train --resume run --init-from run
 expect_fail 2 "--init-from run: model.n_embd is 16 there but 32 here" -- "$POSLAB" train -c ok.json --set model.n_embd=32 --init-from run --out r4

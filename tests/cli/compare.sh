@@ -35,6 +35,27 @@ printf '{"name": "tiny2", "base": "base.json", "grid": {"model.pos_encoding.kind
 check "an interrupted cell is resumed" grep -q "resuming kind=alibi" log3
 check "the resumed cell finished" grep -q '"status": "done"' out2/cells/kind=alibi/summary.json
 
+# "jobs" in the file: that many cells at once (at most the cores), each with cores/jobs threads; -j overrides it.
+printf '{"data": {"task": "copy", "max_len": 4}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32"}, "eval": {"lengths": [4, 8], "batches": 1}}\n' > base0.json
+printf '{"name": "jobs", "base": "base0.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}, "jobs": 2}\n' > exp3.json
+"$POSLAB" compare -c exp3.json --out out3 --no-plots > log5 2>&1
+"$POSLAB" compare -c exp3.json --out out4 --no-plots -j 1 > log6 2>&1
+check "the file's jobs: cells side by side with a share of the cores; -j 1: one at a time, every core" \
+  /usr/bin/python3 - "$(nproc)" <<'PY'
+import json, re, sys
+cores = int(sys.argv[1])
+jobs = min(2, cores)
+def order(log):  # "running" and "done" in the order the log says them
+    return [m.group(1) for m in re.finditer(r"\] (running|[^ ]+ done)", open(log).read())]
+o = order("log5")
+assert o[:jobs] == ["running"] * jobs, o
+for kind in ("rope", "alibi"):
+    t = json.load(open("out3/configs/kind=%s.json" % kind))["train"].get("threads", 0)
+    assert t == (max(1, cores // jobs) if jobs > 1 else 0), (kind, t)
+    assert json.load(open("out4/configs/kind=%s.json" % kind))["train"].get("threads", 0) == 0
+assert order("log6")[:2] == ["running", "kind=rope done"], order("log6")
+PY
+
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/plot_report.py" ]; then
   POSLAB_SCRIPTS="$ROOT/scripts" "$POSLAB" compare -c exp.json --out out > log4 2>&1
   for f in report.md report.html loss_curves.png extrapolation.png position_loss.png attention.png; do

@@ -85,7 +85,7 @@ assert p["effective_length"] in (0, 64)'
 
 # compare: an experiment's probes run on every cell and land beside loss in results.json and the table.
 cat > exp.json <<JSON
-{"name": "pk", "base": "text.json", "set": {"train.max_iters": 3},
+{"name": "pk", "base": "text.json", "set": {"train.max_iters": 3, "eval.lengths": [64, 128]},
  "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}, "seeds": [1, 2],
  "probes": {"passkey": {"lengths": [64, 128], "trials": 5, "depths": [0, 1]}}}
 JSON
@@ -125,6 +125,31 @@ for g in pk["groups"]:
             assert rows[0]["passkey_exact_mean"] == l["exact_mean"] and "loss_mean" in rows[0]
 assert sorted(r["name"] for r in pk["ranking"]) == ["alibi", "rope"]
 assert "Retrieval (passkey" in res["what_this_shows"]
+# Retrieval past the training length is judged only where it works at the training length.
+at_train = max(l["exact_mean"] for g in pk["groups"] for l in g["lengths"] if l["length"] == pk["train_length"])
+unlearned = "did not learn the probe's format" in res["what_this_shows"]
+assert unlearned == (at_train < pk["threshold"]), (at_train, res["what_this_shows"])
+assert not unlearned or "disagree" not in res["what_this_shows"]
+PY
+# The same cells with retrieval made perfect at 64 tokens and absent at 128 (probe files rewritten, then
+# aggregated again): the loss leader at 128 is named as disagreeing with retrieval.
+/usr/bin/python3 - cmp <<'PY'
+import glob, json, os, sys
+for f in glob.glob(os.path.join(sys.argv[1], "cells", "*", "probe-passkey.json")):
+    p = json.load(open(f))
+    for r in p["results"]:
+        r["exact"] = 1.0 if r["length"] == 64 else 0.0
+    json.dump(p, open(f, "w"))
+PY
+"$POSLAB" compare --aggregate cmp > agg.out 2>&1
+check "where retrieval works at the training length, the loss leader past it is said to disagree" /usr/bin/python3 - cmp <<'PY'
+import json, os, sys
+res = json.load(open(os.path.join(sys.argv[1], "results.json")))
+rows = [r for r in res["rows"] if r["length"] == 128 and r["loss_mean"] is not None]
+leader = min(rows, key=lambda r: r["loss_mean"])["group"]
+w = res["what_this_shows"]
+assert "Loss and retrieval disagree: %s has the lowest loss at 128 tokens" % leader in w, w
+assert "did not learn the probe's format" not in w, w
 PY
 
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then

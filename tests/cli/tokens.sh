@@ -87,6 +87,21 @@ a, b = rows('runs/bpe'), rows('runs/bpe-split')
 assert a == b, (a, b)"
 out=$("$POSLAB" sample --run runs/bpe --prompt "Permission is " --tokens 30 --seed 3 2>/dev/null)
 check "sample encodes the prompt and decodes pieces into text" bash -c '[[ "$1" == "Permission is "* ]] && [ ${#1} -gt 20 ]' _ "$out"
+# The passkey probe on a SentencePiece run: the parts encoded on their own, the key one piece per digit,
+# the noise haystack only.
+"$POSLAB" probe --run runs/bpe --task passkey --lengths 64 --trials 4 > probe.log 2>&1
+check "passkey probe on a sentencepiece run writes probe-passkey.json" /usr/bin/python3 -c "
+import json, math
+p = json.load(open('runs/bpe/probe-passkey.json'))
+assert p['template'] == 'compact' and p['haystack'] == 'noise' and p['train_length'] == 32, p
+rows = p['results']
+assert rows and all(r['length'] == 64 and r['status'] == 'ok' and r['trials'] == 4 for r in rows), rows
+assert all(0 <= r['exact'] <= 1 and math.isfinite(r['key_logprob']) and r['key_logprob'] < 0 for r in rows), rows"
+check "each digit is one piece of the run's tokenizer (what the probe relies on)" /usr/bin/python3 -c "
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='runs/bpe/tokenizer.model')
+assert all(len(sp.encode(str(d))) == 1 for d in range(10)), [sp.encode(str(d), out_type=str) for d in range(10)]"
+expect_fail 2 "--haystack text" -- "$POSLAB" probe --run runs/bpe --task passkey --lengths 64 --haystack text
 
 # 4. nanoGPT's shakespeare_char directory, made by prepare.py's logic (written out here) from the
 #    licences text; trained with the shipped config, and beside it the same text as characters.

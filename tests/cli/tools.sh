@@ -69,6 +69,19 @@ for key in train_tokens_per_s eval_tokens_per_s val_loss ms_per_step_median ms_p
   check "bench json has $key" grep -q "\"$key\"" bench.json
 done
 check "bench prints MFU" grep -q "of peak" bench.txt
+check "bench json records the CPU as /proc/cpuinfo's first processor gives it" /usr/bin/python3 -c '
+import json, os
+cpu = json.load(open("bench.json"))["cpu"]
+first = {}
+if os.path.exists("/proc/cpuinfo"):
+    for line in open("/proc/cpuinfo").read().split("\n\n")[0].splitlines():
+        k, _, v = line.partition(":")
+        first[k.strip()] = v.strip()
+assert cpu["vendor"] == first.get("vendor_id", "unknown") and cpu["model_name"] == first.get("model name", "unknown"), cpu
+assert cpu["family"] == first.get("cpu family", "unknown") and cpu["model"] == first.get("model", "unknown"), cpu
+want = [f for f in first.get("flags", "").split() if f in ("avx2", "fma") or f.startswith(("avx512", "amx"))]
+assert cpu["flags"] == want, (cpu["flags"], want)
+assert cpu["cores"] == os.cpu_count(), cpu'
 check "bench runs under the caller's OMP_WAIT_POLICY (lib.sh sets PASSIVE)" grep -q '"omp_wait_policy": "PASSIVE"' bench.json
 env -u OMP_WAIT_POLICY "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_unset.json > /dev/null
 check "commands that train choose ACTIVE when OMP_WAIT_POLICY is unset" grep -q '"omp_wait_policy": "ACTIVE"' bench_unset.json
