@@ -86,7 +86,7 @@ def retrieval_table(res):
                 values.append("**%s**" % text if l["exact_low"] >= pk["threshold"] else text)
         eff = g["effective_length_min"]
         out.append("| %s | %s | %s |" % (g["group"], " | ".join(values), "%d (%gx)" % (eff, eff / train) if eff else "none"))
-    out += ["", "Ranking by retrieval (effective length, then exact match past %d tokens): %s." %
+    out += ["", "Ranking by retrieval (effective length, then exact match past %d tokens, then at it): %s." %
             (train, ", ".join(r["name"] for r in pk["ranking"]))]
     return out
 

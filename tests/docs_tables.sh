@@ -64,7 +64,7 @@ Passkey retrieval, exact match (2-digit keys, noise filler, depths pooled, [Wils
 | rope | **1.00 [0.93, 1.00]** | 0.02 [0.00, 0.10] | 64 (1x) |
 | alibi | 0.50 [0.37, 0.63] | n/a | none |
 
-Ranking by retrieval (effective length, then exact match past 64 tokens): rope, alibi.
+Ranking by retrieval (effective length, then exact match past 64 tokens, then at it): rope, alibi.
 MD
 "$PY" "$ROOT/scripts/readme_table.py" print "$WORK/results-pk.json" > "$WORK/have-pk.md"
 check "readme_table.py print adds the passkey table by hand" diff "$WORK/want-pk.md" "$WORK/have-pk.md"

@@ -70,19 +70,40 @@ def fmt_eff(entry, p):
     return "none" if not finite(eff) or eff <= 0 else "%gx" % (eff / p["train_length"])
 
 
+def mean_over_seeds(probes):
+    """One probe JSON whose cells' exact match is the mean over the seeds' probes (cells matched by
+    length, depth, axis and control); a cell missing or not ok in any seed is n/a."""
+    if len(probes) == 1:
+        return probes[0]
+    key = lambda r: (r["length"], r.get("depth"), r.get("axis"), r.get("control"))
+    seen = {}
+    for p in probes:
+        for r in p["results"]:
+            seen.setdefault(key(r), []).append(r)
+    merged = dict(probes[0])
+    merged["results"] = []
+    for r in probes[0]["results"]:
+        rs = seen[key(r)]
+        ok = len(rs) == len(probes) and all(x.get("status") == "ok" and finite(x.get("exact")) for x in rs)
+        merged["results"].append(dict(r, exact=sum(x["exact"] for x in rs) / len(rs) if ok else None))
+    return merged
+
+
 def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
-    """One depth x length heat map per encoding (the first seed's cell), side by side."""
-    per_group = {}
+    """One depth x length heat map per encoding (exact match, the mean over its seeds), side by side."""
+    seeds = {}
     for c in res["cells"]:
         g = str(c.get("group"))
         f = os.path.join(results_dir, c.get("dir", ""), "probe-%s.json" % task)
-        if g in per_group or not os.path.exists(f):
+        if not os.path.exists(f):
             continue
         try:
             with open(f, encoding="utf-8") as fh:
-                per_group[g] = json.load(fh)
+                seeds.setdefault(g, []).append(json.load(fh))
         except (OSError, ValueError):
             continue
+    per_group = {g: mean_over_seeds(ps) for g, ps in seeds.items()}
+    n_seeds = sorted({len(ps) for ps in seeds.values()})
     shown = [g for g in groups if g in per_group]
     if not shown:
         return False
@@ -101,8 +122,9 @@ def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
     for k in range(len(shown), rows * cols):
         axes[k // cols][k % cols].axis("off")
     fig.colorbar(im, ax=axes, fraction=0.02, pad=0.02, label="exact match")
-    fig.suptitle("%s: exact match by %s and length (first seed); dashed: the training length"
-                 % (res.get("experiment", "experiment"), "axis" if task == "mqar" else "needle depth"))
+    over = ("one seed" if n_seeds == [1] else "mean over %s seeds" % "/".join(str(n) for n in n_seeds))
+    fig.suptitle("%s: exact match by %s and length (%s); dashed: the training length"
+                 % (res.get("experiment", "experiment"), "axis" if task == "mqar" else "needle depth", over))
     save(fig, path)
     return True
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 
 #include "config/config.h"
 #include "experiment/experiment.h"
@@ -121,19 +122,25 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
     json entry = meta;
     entry["groups"] = gj;
     // Ranking by retrieval: the effective length (the smallest over seeds: it must hold for each), then
-    // the mean exact match past the training length.
-    std::vector<std::pair<std::string, std::pair<double, double>>> rank;
+    // the mean exact match past the training length, then at it (so that, where nothing retrieves past
+    // it, the encodings that learned the task at the training length still come first).
+    std::vector<std::pair<std::string, std::tuple<double, double, double>>> rank;
     const int train = meta["train_length"].get<int>();
     for (const auto& g : gj) {
-      double past = 0;
+      double past = 0, at = 0;
       int count = 0;
-      for (const auto& l : g["lengths"])
-        if (l["length"].get<int>() > train) past += l["exact_mean"].is_number() ? l["exact_mean"].get<double>() : 0.0, ++count;
-      rank.push_back({g["item"], {g["effective_length_min"].get<double>(), count ? past / count : 0.0}});
+      for (const auto& l : g["lengths"]) {
+        const double x = l["exact_mean"].is_number() ? l["exact_mean"].get<double>() : 0.0;
+        if (l["length"].get<int>() > train) past += x, ++count;
+        if (l["length"].get<int>() == train) at = x;
+      }
+      rank.push_back({g["item"], {g["effective_length_min"].get<double>(), count ? past / count : 0.0, at}});
     }
     std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     json rj = json::array();
-    for (const auto& [item, v] : rank) rj.push_back({{"name", item}, {"effective_length", v.first}, {"exact_past_train", v.second}});
+    for (const auto& [item, v] : rank)
+      rj.push_back({{"name", item}, {"effective_length", std::get<0>(v)}, {"exact_past_train", std::get<1>(v)},
+                    {"exact_at_train", std::get<2>(v)}});
     entry["ranking"] = rj;
     probes[task.key()] = entry;
     // The probe's columns beside loss in the rows of the same group and length.
@@ -266,7 +273,7 @@ std::string format_probe_results(const json& results) {
       std::snprintf(buf, sizeof buf, "  %.0f (%.1fx)\n", eff, eff / p["train_length"].get<double>());
       out += buf;
     }
-    out += "ranking by retrieval (effective length, then exact match past the training length):";
+    out += "ranking by retrieval (effective length, then exact match past the training length, then at it):";
     for (const auto& r : p["ranking"]) out += " " + r["name"].get<std::string>();
     out += "\n";
   }

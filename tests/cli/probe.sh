@@ -151,6 +151,35 @@ w = res["what_this_shows"]
 assert "Loss and retrieval disagree: %s has the lowest loss at 128 tokens" % leader in w, w
 assert "did not learn the probe's format" not in w, w
 PY
+# Nothing retrieved past the training length, and each group at its own level at it: the ranking then
+# follows exact match at the training length (computed here from the probe files).
+/usr/bin/python3 - cmp <<'PY'
+import glob, json, os, sys
+for f in glob.glob(os.path.join(sys.argv[1], "cells", "*", "probe-passkey.json")):
+    p = json.load(open(f))
+    level = 0.8 if "kind=alibi" in f else 0.4  # whole trials: 4 and 2 of 5
+    for r in p["results"]:
+        r["exact"] = level if r["length"] == 64 else 0.0
+    json.dump(p, open(f, "w"))
+PY
+"$POSLAB" compare --aggregate cmp > agg2.out 2>&1
+check "with nothing retrieved past the training length, the ranking follows exact match at it" /usr/bin/python3 - cmp <<'PY'
+import json, os, sys
+out = sys.argv[1]
+res = json.load(open(os.path.join(out, "results.json")))
+at = {}
+for kind in ("rope", "alibi"):
+    xs = []
+    for s in (1, 2):
+        p = json.load(open(os.path.join(out, "cells", "kind=%s_seed=%d" % (kind, s), "probe-passkey.json")))
+        rs = [r for r in p["results"] if r["length"] == 64 and r["control"] is None]
+        xs.append(sum(r["exact"] * r["trials"] for r in rs) / sum(r["trials"] for r in rs))
+    at[kind] = sum(xs) / len(xs)
+want = sorted(at, key=lambda k: -at[k])
+got = [r["name"] for r in res["probes"]["passkey"]["ranking"]]
+assert got == want == ["alibi", "rope"], (got, at)
+assert all(abs(r["exact_at_train"] - at[r["name"]]) < 1e-9 for r in res["probes"]["passkey"]["ranking"])
+PY
 
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
   check "the report shows retrieval beside loss" grep -q "Beside it: retrieval by length" cmp/report.html

@@ -39,6 +39,8 @@ check "nothing drawn for malformed input" test ! -e "$WORK/bad.png"
 
 check "report sentences: cells of an eval grid, column names, experiment file, ranking note" \
   "$PY" "$ROOT/tests/plots/report_text_check.py" "$ROOT/scripts"
+check "report heat maps: exact match averaged over seeds, cell by cell" \
+  "$PY" "$ROOT/tests/plots/heatmap_mean_check.py" "$ROOT/scripts"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
