@@ -124,7 +124,8 @@ def main(argv):
         m = block(text, name)
         text = text[:m.start(2)] + table(res) + "\n" + text[m.end(2):]
         os.makedirs(os.path.dirname(saved_path(name)), exist_ok=True)
-        shutil.copyfile(results, saved_path(name))
+        if not os.path.exists(saved_path(name)) or not os.path.samefile(results, saved_path(name)):
+            shutil.copyfile(results, saved_path(name))  # rewriting from the saved copy itself is fine
         with open(doc, "w") as f:
             f.write(text)
         return 0

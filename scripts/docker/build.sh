@@ -8,15 +8,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 engine=${POSLAB_DOCKER:-docker}
-mirror=${POSLAB_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+# The Debian archive this machine's apt already uses (its first "debian" URI), unless POSLAB_DEBIAN_MIRROR
+# says otherwise; POSLAB_DEBIAN_ROOTFS imports an existing bookworm root directory instead of debootstrapping.
+host_mirror() {
+  { grep -h '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}'
+    grep -h '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}'; } | grep -m1 '/debian/\?$' || true
+}
+mirror=${POSLAB_DEBIAN_MIRROR:-$(host_mirror)}
 die() { echo "docker/build.sh: ERROR: $*" >&2; exit 1; }
 log() { echo "== docker/build.sh: $*"; }
 
 command -v "$engine" >/dev/null || die "no $engine (apt install docker.io, or podman with POSLAB_DOCKER=podman)"
 "$engine" info >/dev/null 2>&1 || die "$engine cannot reach its daemon ($engine info fails)"
 
+if ! "$engine" image inspect debian:12 >/dev/null 2>&1 && [ -n "${POSLAB_DEBIAN_ROOTFS:-}" ]; then
+  [ -x "$POSLAB_DEBIAN_ROOTFS/usr/bin/apt-get" ] || die "POSLAB_DEBIAN_ROOTFS=$POSLAB_DEBIAN_ROOTFS is not a Debian root (no usr/bin/apt-get)"
+  log "debian:12 from the root directory $POSLAB_DEBIAN_ROOTFS"
+  tar -C "$POSLAB_DEBIAN_ROOTFS" -c . | "$engine" import - debian:12
+fi
 if ! "$engine" image inspect debian:12 >/dev/null 2>&1; then
   command -v debootstrap >/dev/null || die "no debootstrap (apt install debootstrap)"
+  [ -n "$mirror" ] || die "no Debian archive found in /etc/apt: set POSLAB_DEBIAN_MIRROR to one"
   root=$(mktemp -d)
   trap 'rm -rf "$root"' EXIT
   log "debian:12 from $mirror (debootstrap bookworm)"
