@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Hardening pass for CI: an AddressSanitizer + UndefinedBehaviorSanitizer build (clang) runs the
 # unit tests, then libFuzzer runs the config parser, checkpoint loader and token-data readers (token-file
-# header, meta.json, meta.pkl) for a bounded time each.
+# header, meta.json, meta.pkl), the probe options and the plug-in metadata for a bounded time each.
 # The fuzz runs use a fixed seed and a fixed number of inputs, so CI replays the same search that
 # passed on a developer's machine (a time cap stops it early on a slow machine: a prefix of the same
 # search). Explore further locally with POSLAB_FUZZ_SEED=0 (random) and more POSLAB_FUZZ_RUNS.
@@ -22,7 +22,7 @@ fi
 
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DPOSLAB_SANITIZE=ON -DPOSLAB_FUZZ=ON -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link"
-cmake --build build-asan --target poslab_unit_tests fuzz_config fuzz_checkpoint fuzz_token_header fuzz_meta_json fuzz_meta_pkl fuzz_probe_options
+cmake --build build-asan --target poslab_unit_tests fuzz_config fuzz_checkpoint fuzz_token_header fuzz_meta_json fuzz_meta_pkl fuzz_probe_options fuzz_plugin_meta
 
 # LibTorch itself is not instrumented: its global state at exit is not ours to leak-check, and its
 # protobuf copy trips the ODR check. Our own code is fully checked.
@@ -32,12 +32,12 @@ echo "== sanitizers: unit tests"
 ./build-asan/tests/poslab_unit_tests --gtest_brief=1
 
 echo "== fuzz: regressions"
-for target in config checkpoint token_header meta_json meta_pkl probe_options; do
+for target in config checkpoint token_header meta_json meta_pkl probe_options plugin_meta; do
   if compgen -G "tests/fuzz/regressions/$target/*" >/dev/null; then
     ./build-asan/tests/fuzz/fuzz_$target tests/fuzz/regressions/$target/*
   fi
 done
-for target in config checkpoint token_header meta_json meta_pkl probe_options; do
+for target in config checkpoint token_header meta_json meta_pkl probe_options plugin_meta; do
   echo "== fuzz: $target, seed $FUZZ_SEED, $FUZZ_RUNS inputs or ${FUZZ_SECONDS}s"
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$target/* "$work/" 2>/dev/null || true

@@ -4,7 +4,7 @@
 # runs its tests, then the image runs `poslab --help` and the main job. Run as root on Debian with
 # docker.io (or podman: POSLAB_DOCKER=podman) and debootstrap installed.
 #   bash scripts/docker/build.sh            # the CPU image, tagged poslab
-#   bash scripts/docker/build.sh --cuda     # also the cuda stage (needs a CUDA toolkit image, see Dockerfile)
+#   bash scripts/docker/build.sh --cuda     # also the cuda stage, on POSLAB_CUDA_BASE or this machine's toolkit
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 engine=${POSLAB_DOCKER:-docker}
@@ -45,8 +45,24 @@ log "the main job in the image"
 "$engine" run --rm poslab compare --config configs/experiments/quick.json --out runs/quick
 
 if [ "${1:-}" = --cuda ]; then
-  log "building the cuda stage"
-  "$engine" build --target cuda -t poslab:cuda .
+  # The cuda stage needs a Debian-family base with the CUDA toolkit in /usr/local/cuda. Without a registry
+  # (no NVIDIA image to pull), POSLAB_CUDA_BASE names one, or the toolkit installed on this machine is
+  # copied into debian:12 as poslab-cuda-base:local.
+  cuda_base=${POSLAB_CUDA_BASE:-}
+  if [ -z "$cuda_base" ]; then
+    toolkit=$(readlink -f /usr/local/cuda 2>/dev/null || true)
+    [ -x "$toolkit/bin/nvcc" ] || die "no CUDA toolkit in /usr/local/cuda here: set POSLAB_CUDA_BASE to an image that has one"
+    cuda_base=poslab-cuda-base:local
+    if ! "$engine" image inspect "$cuda_base" >/dev/null 2>&1; then
+      log "$cuda_base: debian:12 with this machine's toolkit ($("$toolkit/bin/nvcc" --version | tail -1))"
+      "$engine" rm -f poslab-cuda-base-tmp >/dev/null 2>&1 || true
+      "$engine" run --name poslab-cuda-base-tmp -v "$toolkit":/mnt/cuda:ro debian:12 cp -a /mnt/cuda /usr/local/cuda
+      "$engine" commit poslab-cuda-base-tmp "$cuda_base" >/dev/null
+      "$engine" rm poslab-cuda-base-tmp >/dev/null
+    fi
+  fi
+  log "building the cuda stage on $cuda_base (builds against the torch wheel's LibTorch, runs CTest on the CPU)"
+  "$engine" build --build-arg CUDA_BASE="$cuda_base" --target cuda -t poslab:cuda .
   "$engine" run --rm poslab:cuda --help
 fi
 log "done"
