@@ -23,5 +23,9 @@ RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-ins
       python3 python3-venv ca-certificates \
     && rm -rf /var/lib/apt/lists/*
 ENV PATH=/usr/local/cuda/bin:${PATH}
-RUN POSLAB_TORCH_VENV=/opt/torch-venv POSLAB_PYPI_BUILD=build bash scripts/libtorch2/pypi_cuda.sh
+# A CA bundle for pip behind a TLS-intercepting proxy (scripts/docker/build.sh passes the one pip trusts here).
+ARG PIP_CERT=
+RUN if [ -n "$PIP_CERT" ]; then export PIP_CERT; else unset PIP_CERT; fi; \
+    POSLAB_TORCH_VENV=/opt/torch-venv POSLAB_PYPI_BUILD=build bash scripts/libtorch2/pypi_cuda.sh \
+    && rm -rf /poslab/.docker-ca
 ENTRYPOINT ["/poslab/build/poslab"]

@@ -5,8 +5,11 @@
 # docker.io (or podman: POSLAB_DOCKER=podman) and debootstrap installed.
 #   bash scripts/docker/build.sh            # the CPU image, tagged poslab
 #   bash scripts/docker/build.sh --cuda     # also the cuda stage, on POSLAB_CUDA_BASE or this machine's toolkit
+#   bash scripts/docker/build.sh --cuda-only  # the cuda stage alone
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+mode=${1:-cpu}
+case "$mode" in cpu | --cuda | --cuda-only) ;; *) echo "docker/build.sh: ERROR: unknown argument '$mode' (allowed: --cuda, --cuda-only)" >&2; exit 2 ;; esac
 engine=${POSLAB_DOCKER:-docker}
 # The Debian archive this machine's apt already uses (its first "debian" URI), unless POSLAB_DEBIAN_MIRROR
 # says otherwise; POSLAB_DEBIAN_ROOTFS imports an existing bookworm root directory instead of debootstrapping.
@@ -35,16 +38,33 @@ if ! "$engine" image inspect debian:12 >/dev/null 2>&1; then
   debootstrap --variant=minbase bookworm "$root" "$mirror"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
   tar -C "$root" -c . | "$engine" import - debian:12
+  rm -rf "$root"
 fi
 
-log "building the cpu stage (builds poslab and runs CTest)"
-"$engine" build --target cpu -t poslab .
-log "poslab --help in the image"
-"$engine" run --rm poslab --help
-log "the main job in the image"
-"$engine" run --rm poslab compare --config configs/experiments/quick.json --out runs/quick
+# pip in the cuda stage downloads the torch wheel over HTTPS. Behind a TLS-intercepting proxy it needs the
+# proxy's CA: the bundle this machine's pip trusts (POSLAB_DOCKER_CA, else PIP_CERT, else pip's global.cert)
+# is put in the context as .docker-ca/ca.crt for every build (so that the cpu stage, which the classic
+# builder builds again on the way to the cuda stage, keeps its cache), and the cuda stage points pip at it.
+ca=${POSLAB_DOCKER_CA:-${PIP_CERT:-$(pip config get global.cert 2>/dev/null || true)}}
+ca_args=()
+rm -rf .docker-ca && mkdir -p .docker-ca
+trap 'rm -rf .docker-ca' EXIT
+if [ -n "$ca" ]; then
+  [ -f "$ca" ] || die "the CA bundle $ca (POSLAB_DOCKER_CA, PIP_CERT or pip's global.cert) is not a file"
+  cp "$ca" .docker-ca/ca.crt
+  ca_args=(--build-arg PIP_CERT=/poslab/.docker-ca/ca.crt)
+fi
 
-if [ "${1:-}" = --cuda ]; then
+if [ "$mode" != --cuda-only ]; then
+  log "building the cpu stage (builds poslab and runs CTest)"
+  "$engine" build --target cpu -t poslab .
+  log "poslab --help in the image"
+  "$engine" run --rm poslab --help
+  log "the main job in the image"
+  "$engine" run --rm poslab compare --config configs/experiments/quick.json --out runs/quick
+fi
+
+if [ "$mode" != cpu ]; then
   # The cuda stage needs a Debian-family base with the CUDA toolkit in /usr/local/cuda. Without a registry
   # (no NVIDIA image to pull), POSLAB_CUDA_BASE names one, or the toolkit installed on this machine is
   # copied into debian:12 as poslab-cuda-base:local.
@@ -62,7 +82,7 @@ if [ "${1:-}" = --cuda ]; then
     fi
   fi
   log "building the cuda stage on $cuda_base (builds against the torch wheel's LibTorch, runs CTest on the CPU)"
-  "$engine" build --build-arg CUDA_BASE="$cuda_base" --target cuda -t poslab:cuda .
+  "$engine" build --build-arg CUDA_BASE="$cuda_base" "${ca_args[@]}" --target cuda -t poslab:cuda .
   "$engine" run --rm poslab:cuda --help
 fi
 log "done"
