@@ -13,7 +13,8 @@ ENTRYPOINT ["/poslab/build/poslab"]
 # CUDA variant, built as CI's CUDA leg builds (scripts/libtorch2/pypi_cuda.sh): every target against the
 # LibTorch inside PyPI's CUDA torch wheel, then the suite on the CPU. LibTorch's CMake config needs the CUDA
 # toolkit's nvcc: CUDA_BASE must be a Debian-family image with the toolkit in /usr/local/cuda (NVIDIA's
-# "devel" images). The default, debian:12, has none: the stage then stops with pypi_cuda.sh's one-line error.
+# "devel" images), or the image `scripts/docker/build.sh --cuda` makes from debian:12 and the host's toolkit.
+# The default, debian:12, has none: the stage then stops with pypi_cuda.sh's one-line error.
 #   docker build --build-arg CUDA_BASE=<an image with /usr/local/cuda> --target cuda -t poslab:cuda .
 FROM ${CUDA_BASE} AS cuda
 WORKDIR /poslab
