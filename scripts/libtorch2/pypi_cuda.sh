@@ -50,13 +50,21 @@ mkdir -p "$build"
 # The wheel ships its own fmt headers (11.x) in torch/include, which LibTorch's -isystem puts ahead of
 # /usr/include; Debian's spdlog needs Debian's fmt (9.x). A directory holding only a link to Debian's
 # fmt, passed with -I (searched before every -isystem), gives spdlog its own fmt back.
-shim="$PWD/$build/debian-fmt"
+case $build in /*) shim="$build/debian-fmt" ;; *) shim="$PWD/$build/debian-fmt" ;; esac
 mkdir -p "$shim" && ln -sfn /usr/include/fmt "$shim/fmt"
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_FLAGS="-I$shim" \
   -DCMAKE_CUDA_COMPILER="$nvcc" -DCUDAToolkit_ROOT="$(dirname "$(dirname "$nvcc")")" > "$build/configure.log" 2>&1 \
   || { cat "$build/configure.log"; die "configure failed"; }
 grep -iE 'cuda|warn' "$build/configure.log" | sed 's/^/   /' | head -20 || true
 cmake --build "$build"
+# Every LibTorch library the programs load must be the wheel's: a second copy of c10 from Debian's
+# libtorch-dev (which setup.sh installs) in the same process corrupts the heap before main.
+torch_lib=$("$venv/bin/python" -c 'import os, torch; print(os.path.realpath(os.path.dirname(torch.__file__) + "/lib"))')
+for exe in "$build/poslab" "$build/tests/poslab_unit_tests"; do
+  stray=$(ldd "$exe" | awk '$1 ~ /^lib(c10|torch)/ {print $1 " => " $3}' | while read -r name _ path; do
+    [ "$(dirname "$(realpath "$path")")" = "$torch_lib" ] || echo "$name => $path"; done)
+  [ -z "$stray" ] || die "$exe loads LibTorch libraries from outside the wheel ($torch_lib): $stray"
+done
 log "built in $(( $(date +%s) - start )) s; CTest on the CPU"
 # The reference twin runs on the wheel's own torch, as poslab does: against Debian's 1.13 (OpenBLAS, other
 # kernels) the index encoding's logits differ by 2-6e-5 relative, past the parity bound of 1e-5.
