@@ -15,11 +15,13 @@ PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 [ -x "$POSLAB" ] || { echo "bf16_isa: no poslab at $POSLAB (build it, or set POSLAB)" >&2; exit 1; }
 mkdir -p "$OUT"
 
-# name, precision, ONEDNN_MAX_CPU_ISA ("" = whatever the CPU has)
+# name, precision, ONEDNN_MAX_CPU_ISA ("-" = whatever the CPU has)
 settings=("fp32 fp32 -" "bf16-native bf16 -" "bf16-avx512bf16 bf16 AVX512_CORE_BF16" "bf16-avx512 bf16 AVX512_CORE")
 flags=$(grep -m1 '^flags' /proc/cpuinfo)
 has() { [[ " $flags " == *" $1 "* ]]; }
 runnable=()
+# The environment that caps oneDNN for one setting's ISA field (none for "-").
+cap_env() { [ "$1" = - ] || echo "ONEDNN_MAX_CPU_ISA=$1"; }
 for s in "${settings[@]}"; do
   read -r name _ isa <<< "$s"
   case $isa in
@@ -32,8 +34,7 @@ done
 # The kernels each setting runs (a short verbose run, untimed).
 for s in "${runnable[@]}"; do
   read -r name precision isa <<< "$s"
-  cap=(); [ "$isa" = - ] || cap=("ONEDNN_MAX_CPU_ISA=$isa")
-  env "${cap[@]}" ONEDNN_VERBOSE=1 OPENBLAS_VERBOSE=2 \
+  env $(cap_env "$isa") ONEDNN_VERBOSE=1 OPENBLAS_VERBOSE=2 \
     "$POSLAB" bench --config "$CONFIG" --steps 2 --warmup 1 --precision "$precision" > "$OUT/$name.verbose.log" 2>&1
 done
 
@@ -41,8 +42,7 @@ for ((r = 1; r <= REPEATS; r++)); do
   for s in "${runnable[@]}"; do
     read -r name precision isa <<< "$s"
     echo "== repeat $r/$REPEATS: $name"
-    cap=(); [ "$isa" = - ] || cap=("ONEDNN_MAX_CPU_ISA=$isa")
-    env "${cap[@]}" "$POSLAB" bench --config "$CONFIG" \
+    env $(cap_env "$isa") "$POSLAB" bench --config "$CONFIG" \
       --steps "$STEPS" --precision "$precision" --json "$OUT/$name.r$r.json" | sed 's/^/   /'
   done
 done

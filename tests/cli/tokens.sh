@@ -125,7 +125,8 @@ SMALL=(--set model.n_layer=1 --set model.n_head=2 --set model.n_embd=32 --set mo
        --set train.max_iters=60 --set train.batch_size=16 --set train.eval_interval=30 --set train.eval_iters=8
        --set train.warmup_iters=5 --set train.lr_decay_iters=60 --set train.precision=fp32 --set 'eval.lengths=[32]'
        --set eval.batches=2)
-"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=shakespeare_char "${SMALL[@]}" --out runs/nano > nano.log 2>&1
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=shakespeare_char "${SMALL[@]}" \
+  --set train.log_interval=1 --out runs/nano > nano.log 2>&1
 check "nanogpt-char.json trains on prepare.py's directory" test -s runs/nano/summary.json
 check "the run's vocabulary is meta.pkl's itos" /usr/bin/python3 -c "
 import json, pickle
@@ -141,8 +142,6 @@ assert abs(a - b) < 0.1, (a, b)"
 # With the text split made equal to prepare.py's (int(n * f) characters held out, f chosen for it), the two
 # paths draw the same windows of the same ids: every logged loss is equal, not only close.
 frac=$(/usr/bin/python3 -c "import sys; n = len(open(sys.argv[1]).read()); print(repr((n - int(n * 0.9) + 0.5) / n))" "$TEXT")
-"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=shakespeare_char "${SMALL[@]}" \
-  --set train.log_interval=1 --out runs/nano-steps > nano-steps.log 2>&1
 "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.kind=text --set data.path="$TEXT" "${SMALL[@]}" \
   --set train.log_interval=1 --set data.val_fraction="$frac" --out runs/chars-steps > chars-steps.log 2>&1
 check "on equal splits the token files and the text train identically: every step's loss" /usr/bin/python3 -c "
@@ -150,7 +149,7 @@ import json
 def losses(run):
     rows = [json.loads(l) for l in open(run + '/metrics.jsonl')]
     return [(r['step'], r.get('train_loss'), r.get('val_loss')) for r in rows if 'train_loss' in r or 'val_loss' in r]
-a, b = losses('runs/nano-steps'), losses('runs/chars-steps')
+a, b = losses('runs/nano'), losses('runs/chars-steps')
 assert len(a) > 60 and a == b, [(x, y) for x, y in zip(a, b) if x != y][:3]"
 out=$("$POSLAB" sample --run runs/nano --prompt "The " --tokens 10 --seed 1 2>/dev/null)
 check "sample on a meta.pkl run decodes characters" bash -c '[[ "$1" == "The "* ]] && [ ${#1} -ge 14 ]' _ "$out"
