@@ -21,8 +21,6 @@ struct Stats {
   json mean() const { return summarize_values(values)["mean"]; }
 };
 
-std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
-
 json read_or_null(const std::string& path) {
   if (!file_exists(path)) return nullptr;
   try {
@@ -116,11 +114,11 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       json row = {{"group", g}, {"length", L}, {"tokens", a.tokens}, {"n", a.n},
                   {"status", !a.status.empty() ? a.status : a.n ? "ok" : "missing"}};
       const json& settings = group_settings[g];
-      row["item"] = settings.contains(item_key) ? value_text(settings[item_key]) : g;
+      row["item"] = settings.contains(item_key) ? grid_value_text(settings[item_key]) : g;
       std::string scenario;
       for (const auto& k : group_keys)
         if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1))  // one value: no scenario
-          scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + value_text(settings[k]);
+          scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + grid_value_text(settings[k]);
       row["scenario"] = scenario;
       for (const char* k : {"loss", "ppl", "token_acc", "exact_match"}) {
         auto m = a.metric.find(k);

@@ -71,6 +71,8 @@ nlohmann::json run_experiment(const Experiment& experiment, const CompareOptions
 // The grid key whose values a report compares (the encoding when it is in the grid; else the
 // first grid key); the other keys form scenarios.
 std::string experiment_item_key(const Experiment& experiment);
+// A grid value as cell names, groups and report rows spell it: a string as itself, anything else as JSON.
+std::string grid_value_text(const nlohmann::json& value);
 // Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).
 // Writes results.json/.csv, the table and the report; with `require_all`, refuses (ConfigError
 // naming them) while cells are missing.

@@ -9,7 +9,7 @@
 namespace poslab {
 using nlohmann::json;
 
-static std::string value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+std::string grid_value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 static std::string short_key(const std::string& key, const json& grid) {
   // The last path component names a key unless two grid keys share it.
@@ -127,10 +127,10 @@ Experiment load_experiment(const std::string& path) {
     for (size_t k = 0; k < keys.size(); ++k) {
       const json& v = e.grid[keys[k]][index[k]];
       cell.settings[keys[k]] = v;
-      cell.name += (cell.name.empty() ? "" : "_") + short_key(keys[k], e.grid) + "=" + value_text(v);
+      cell.name += (cell.name.empty() ? "" : "_") + short_key(keys[k], e.grid) + "=" + grid_value_text(v);
       if (keys[k] != "seed") {
         const bool only_key = e.group_keys.size() == 1;
-        group += (group.empty() ? "" : ", ") + (only_key ? value_text(v) : short_key(keys[k], e.grid) + "=" + value_text(v));
+        group += (group.empty() ? "" : ", ") + (only_key ? grid_value_text(v) : short_key(keys[k], e.grid) + "=" + grid_value_text(v));
       }
     }
     cell.group = group.empty() ? "all" : group;

@@ -1,0 +1,46 @@
+// The fused optimizer's element loops. Built with -fno-math-errno (CMakeLists.txt): the loops vectorise
+// only when sqrt need not set errno (it never sees a negative), and without LibTorch's headers, so that
+// this one flag costs a second-long compile instead of a unit without the precompiled header.
+#include "train/adamw_kernels.h"
+
+#include <cmath>
+
+namespace poslab {
+
+// Built for AVX-512, AVX2 and baseline x86-64, picked at load time: the project builds without -march
+// (one binary for every machine), and scalar sqrt and division here ran slower than LibTorch's ten
+// vectorised passes.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define POSLAB_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define POSLAB_TARGET_CLONES
+#endif
+
+POSLAB_TARGET_CLONES
+void adamw_update(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
+                  AdamWScalars s) {
+  for (int64_t j = 0; j < n; ++j) {
+    const float gj = g[j] * s.clip;  // clip is 1 unless clipping: x * 1 == x exactly
+    const float pj = p[j] * s.decay;
+    const float mj = m[j] * s.b1 + s.one_minus_b1 * gj;
+    const float vj = v[j] * s.b2 + s.one_minus_b2 * gj * gj;
+    m[j] = mj;
+    v[j] = vj;
+    p[j] = pj + s.neg_step_size * (mj / (std::sqrt(vj) / s.bc2_sqrt + s.eps));
+  }
+}
+
+POSLAB_TARGET_CLONES
+double sum_of_squares(const float* __restrict g, int64_t n) {
+  // Eight independent partial sums: one chain of dependent adds would bound the loop by add latency.
+  double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8)
+    for (int l = 0; l < 8; ++l) lanes[l] += static_cast<double>(g[j + l]) * g[j + l];
+  for (; j < n; ++j) lanes[0] += static_cast<double>(g[j]) * g[j];
+  double acc = 0;
+  for (double lane : lanes) acc += lane;
+  return acc;
+}
+
+}  // namespace poslab
