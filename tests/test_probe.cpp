@@ -287,3 +287,24 @@ TEST(KeyTokenStats, HandMadeVectors) {
   EXPECT_TRUE(none["loss"].is_null());
   EXPECT_TRUE(none["short_loss"].is_null());
 }
+
+// A probe option that must be an int is refused in one ConfigError naming its key when it is a float or an
+// integer past int's range; before, such a value was converted (a float past int's range: undefined).
+TEST(ProbeOptions, NumbersThatAreNotIntsAreRefusedWithTheirKey) {
+  const std::vector<nlohmann::json> bad = {1.5, 1.1e37, -1.1e37, 4294967328LL, -4294967328LL, 2147483648LL};
+  for (const std::string key : {"trials", "seed", "digits", "lengths"}) {
+    for (const auto& value : bad) {
+      const auto j = key == "lengths" ? nlohmann::json{{key, {32, value}}} : nlohmann::json{{key, value}};
+      try {
+        probe_options_from_json("passkey", j, "probes.passkey");
+        ADD_FAILURE() << key << " = " << value.dump() << " was accepted";
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find("probes.passkey." + key), std::string::npos) << e.what();
+      }
+    }
+  }
+  // The largest int is read as itself (a length of 2^31-1 passes the type check; 64 is read back).
+  auto o = probe_options_from_json("passkey", {{"lengths", {64, 2147483647LL}}, {"seed", -2147483648LL}}, "p");
+  EXPECT_EQ(o.lengths, (std::vector<int>{64, 2147483647}));
+  EXPECT_EQ(o.seed, -2147483647 - 1);
+}

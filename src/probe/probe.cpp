@@ -4,7 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -289,6 +291,13 @@ ProbeOptions probe_options_from_json(const std::string& task, const json& j, con
     const auto& v = it.value();
     const std::string k = it.key();
     try {
+      // Types first: get<int> on a float, or on an integer past int's range, would convert out of range.
+      auto is_int = [](const json& x) {
+        return x.is_number_integer() && x.get<double>() >= INT32_MIN && x.get<double>() <= INT32_MAX;
+      };
+      if ((k == "trials" || k == "seed" || k == "digits") && !is_int(v)) throw json::type_error::create(302, "", nullptr);
+      if ((k == "lengths" || k == "depths") && (!v.is_array() || v.empty())) throw json::type_error::create(302, "", nullptr);
+      if (k == "lengths" && !std::all_of(v.begin(), v.end(), is_int)) throw json::type_error::create(302, "", nullptr);
       if (k == "lengths") o.lengths = v.get<std::vector<int>>();
       else if (k == "depths") o.depths = v.get<std::vector<double>>();
       else if (k == "trials") o.trials = v.get<int>();
@@ -298,8 +307,6 @@ ProbeOptions probe_options_from_json(const std::string& task, const json& j, con
       else if (k == "digits") o.digits = v.get<int>();
       else if (k == "template") o.template_name = v.get<std::string>();
       else if (k == "controls") o.controls = v.get<bool>();
-      if ((k == "trials" || k == "seed" || k == "digits") && !v.is_number_integer()) throw json::type_error::create(302, "", nullptr);
-      if ((k == "lengths" || k == "depths") && (!v.is_array() || v.empty())) throw json::type_error::create(302, "", nullptr);
     } catch (const json::exception&) {
       throw ConfigError(name(k) + ": wrong type, got " + v.dump() + " (expected " +
                         (k == "lengths" ? "a non-empty list of token counts" : k == "depths" ? "a non-empty list of fractions"
