@@ -64,15 +64,19 @@ static const char* type_name(const json& v) {
   return "null";
 }
 
+bool json_fits_int(const json& v) {
+  return v.is_number_integer() && v.get<double>() >= INT32_MIN && v.get<double>() <= INT32_MAX;
+}
+
 // Does `value` fit where `expected` (a default) stands? Integers may stand for floats, not back.
 static bool same_type(const json& expected, const json& value) {
   if (expected.is_number_float()) return value.is_number();
   if (expected.is_number_integer())  // and it must fit the int it is read into
-    return value.is_number_integer() && value.get<double>() >= INT32_MIN && value.get<double>() <= INT32_MAX;
+    return json_fits_int(value);
   if (expected.is_array()) {
     if (!value.is_array()) return false;
     for (const auto& item : value)  // the only list keys hold integers
-      if (!item.is_number_integer() || item.get<double>() < INT32_MIN || item.get<double>() > INT32_MAX) return false;
+      if (!json_fits_int(item)) return false;
     return true;
   }
   return expected.type() == value.type();

@@ -202,5 +202,7 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // Parses a JSON text, turning a syntax error into a ConfigError with line and column.
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 nlohmann::json read_json_file(const std::string& path);
+// Is `v` an integer that fits an int? (get<int> on anything else converts out of range.)
+bool json_fits_int(const nlohmann::json& v);
 
 }  // namespace poslab

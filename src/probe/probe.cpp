@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -292,12 +291,9 @@ ProbeOptions probe_options_from_json(const std::string& task, const json& j, con
     const std::string k = it.key();
     try {
       // Types first: get<int> on a float, or on an integer past int's range, would convert out of range.
-      auto is_int = [](const json& x) {
-        return x.is_number_integer() && x.get<double>() >= INT32_MIN && x.get<double>() <= INT32_MAX;
-      };
-      if ((k == "trials" || k == "seed" || k == "digits") && !is_int(v)) throw json::type_error::create(302, "", nullptr);
+      if ((k == "trials" || k == "seed" || k == "digits") && !json_fits_int(v)) throw json::type_error::create(302, "", nullptr);
       if ((k == "lengths" || k == "depths") && (!v.is_array() || v.empty())) throw json::type_error::create(302, "", nullptr);
-      if (k == "lengths" && !std::all_of(v.begin(), v.end(), is_int)) throw json::type_error::create(302, "", nullptr);
+      if (k == "lengths" && !std::all_of(v.begin(), v.end(), json_fits_int)) throw json::type_error::create(302, "", nullptr);
       if (k == "lengths") o.lengths = v.get<std::vector<int>>();
       else if (k == "depths") o.depths = v.get<std::vector<double>>();
       else if (k == "trials") o.trials = v.get<int>();
