@@ -148,6 +148,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"omp_wait_policy", omp_wait_policy ? omp_wait_policy : "unset"},
           {"batch_shards", rt.batch_shards},
           {"fused_adamw", rt.fused_adamw},
+          {"fused_ops", rt.fused_ops},
           {"steps", o.steps},
           {"warmup", o.warmup},
           {"params", model->num_params()},

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "data/corpus.h"
+#include "model/fused_ops.h"
 #include "model/gpt.h"
 #include "train/run_dir.h"
 #include "util/files.h"
@@ -31,6 +32,7 @@ void add_fixture(CLI::App& app) {
       ->check(number_at_least(0, false, "a number >= 0"));
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
+    set_fused_ops(c.train.fused_ops);  // no Runtime here (fp32 on the CPU), but the switch holds
     auto corpus = make_corpus(c);
     c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
     torch::manual_seed(c.seed);

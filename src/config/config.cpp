@@ -413,6 +413,7 @@ Config config_from_json(const json& j) {
   t.threads = get<int>(full, "train.threads");
   t.batch_shards = get<int>(full, "train.batch_shards");
   t.fused_adamw = get<bool>(full, "train.fused_adamw");
+  t.fused_ops = get<bool>(full, "train.fused_ops");
   t.dist_bucket_mb = get<double>(full, "train.dist_bucket_mb");
   require(t.max_iters > 0, "train.max_iters", "positive", t.max_iters);
   require(t.batch_size > 0, "train.batch_size", "positive", t.batch_size);
@@ -498,6 +499,7 @@ json config_to_json(const Config& c) {
         {"eval_iters", c.train.eval_iters}, {"log_interval", c.train.log_interval},
         {"precision", c.train.precision}, {"threads", c.train.threads},
         {"batch_shards", c.train.batch_shards}, {"fused_adamw", c.train.fused_adamw},
+        {"fused_ops", c.train.fused_ops},
         {"dist_bucket_mb", c.train.dist_bucket_mb}}},
       {"eval",
        {{"lengths", c.eval.lengths}, {"batches", c.eval.batches}, {"batch_size", c.eval.batch_size},

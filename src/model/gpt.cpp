@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "model/fused_ops.h"
+
 namespace poslab {
 namespace F = torch::nn::functional;
 
@@ -14,7 +16,7 @@ LayerNormImpl::LayerNormImpl(int64_t n_embd, bool with_bias) {
 }
 
 torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
-  return torch::layer_norm(x, {weight.size(0)}, weight, bias, /*eps=*/1e-5);
+  return fused_layer_norm(x, weight, bias, /*eps=*/1e-5);
 }
 
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImpl> p)
@@ -136,7 +138,7 @@ MLPImpl::MLPImpl(const ModelConfig& c) {
   dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
 }
 
-torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return dropout(c_proj(torch::gelu(c_fc(x)))); }
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return dropout(c_proj(fused_gelu(c_fc(x)))); }
 
 BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImpl> pos) {
   ln_1 = register_module("ln_1", LayerNorm(c.n_embd, c.bias));

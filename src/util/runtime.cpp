@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "model/fused_ops.h"
+
 namespace poslab {
 
 nlohmann::json cpu_info() {
@@ -100,6 +102,8 @@ Runtime make_runtime(const Config& config) {
   set_blas_threads(rt, /*shards_running=*/false);
   rt.batch_shards = resolve_batch_shards(config, rt);
   rt.fused_adamw = config.train.fused_adamw && rt.device.is_cpu();
+  rt.fused_ops = config.train.fused_ops && rt.device.is_cpu();
+  set_fused_ops(rt.fused_ops);  // process-wide, like the thread count: the model reads it in every forward
   if (rt.device.is_cuda()) {
     at::globalContext().setAllowTF32CuBLAS(true);
     at::globalContext().setAllowTF32CuDNN(true);
@@ -113,7 +117,7 @@ std::string Runtime::describe() const {
          " thread" + (threads == 1 ? "" : "s") + " (OMP_WAIT_POLICY=" +
          (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset") + ")" +
          (batch_shards > 1 ? ", each batch split over " + std::to_string(batch_shards) + " threads" : "") +
-         (fused_adamw ? ", fused AdamW" : "");
+         (fused_adamw ? ", fused AdamW" : "") + (fused_ops ? ", fused GELU and LayerNorm" : "");
 }
 
 AutocastGuard::AutocastGuard(const Runtime& rt) : active_(rt.bf16), cuda_(rt.device.is_cuda()) {

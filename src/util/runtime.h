@@ -15,6 +15,7 @@ struct Runtime {
   int threads = 1;
   int batch_shards = 1;  // > 1: each training batch is split over that many threads (CPU)
   bool fused_adamw = false;  // CPU: clipping + AdamW by fused_adamw_step
+  bool fused_ops = false;    // CPU: GELU and LayerNorm by poslab's loops (model/fused_ops.h)
   std::string describe() const;
 };
 

@@ -1,0 +1,207 @@
+// The fused CPU ops' element loops, in float arithmetic whatever the storage type. Built with
+// -fno-math-errno (CMakeLists.txt) and for AVX-512, AVX2+FMA and baseline x86-64, picked at load time:
+// one binary for every machine, and LibTorch 1.13's own kernels run at AVX2 (its default capability).
+#include "model/fused_kernels.h"
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace poslab::kernels {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define POSLAB_TARGET_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define POSLAB_TARGET_CLONES
+#endif
+#define POSLAB_INLINE inline __attribute__((always_inline))
+
+namespace {
+
+POSLAB_INLINE float to_float(float x) { return x; }
+POSLAB_INLINE float to_float(bf16 h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+POSLAB_INLINE void store(float* p, float x) { *p = x; }
+// Round to nearest even, NaN kept a (quiet) NaN: c10::BFloat16's conversion.
+POSLAB_INLINE void store(bf16* p, float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  const uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  *p = x != x ? bf16{0x7FC0} : static_cast<bf16>(rounded);
+}
+
+// e^x for x <= 0 (Cephes' expf polynomial on [-ln2/2, ln2/2], within 2 ulp), clamped where it
+// underflows: written so that the loops calling it vectorise (no library call, no branch).
+POSLAB_INLINE float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  // n = round(x / ln 2) by the 1.5 * 2^23 trick (round to nearest, no rounding instruction needed).
+  const float shifter = 12582912.0f;
+  const float n = (x * 1.44269504088896341f + shifter) - shifter;
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln2 in two parts (Cody-Waite)
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const uint32_t scale_bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;  // 2^n, n >= -126
+  float scale;
+  std::memcpy(&scale, &scale_bits, sizeof scale);
+  return p * scale;
+}
+
+// erf(z) by Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7), the formula of LibTorch's vectorised erf:
+// in float, GELU follows LibTorch's own to a few ulp (the PyTorch twin's parity holds at rtol 1e-5 even
+// where GELU's inputs are in the tens). e = e^(-z^2) is passed in: GELU's backward needs it as well.
+POSLAB_INLINE float erf_with(float z, float e) {
+  const float a = z < 0 ? -z : z;
+  const float t = 1.0f / (0.3275911f * a + 1.0f);
+  float r = 1.061405429f;
+  r = r * t - 1.453152027f;
+  r = r * t + 1.421413741f;
+  r = r * t - 0.284496736f;
+  r = r * t + 0.254829592f;
+  const float erf_abs = 1.0f - r * t * e;
+  return z < 0 ? -erf_abs : erf_abs;
+}
+
+// erf(z) as Eigen's fast erf computes it: z P(z^2) / Q(z^2) on z clamped to [-4, 4] (beyond it erf is
+// +-1 in float), within a few ulp of 1; no exponential. Used where the result is rounded to bfloat16
+// (8 bits), whose rounding is ~10^4 times the difference between the two erfs; twice as fast.
+POSLAB_INLINE float erf_rational(float z) {
+  z = z < -4.0f ? -4.0f : (z > 4.0f ? 4.0f : z);
+  const float z2 = z * z;
+  float p = -2.72614225801306e-10f;
+  p = p * z2 + 2.77068142495902e-08f;
+  p = p * z2 - 2.10102402082508e-06f;
+  p = p * z2 - 5.69250639462346e-05f;
+  p = p * z2 - 7.34990630326855e-04f;
+  p = p * z2 - 2.95459980854025e-03f;
+  p = p * z2 - 1.60960333262415e-02f;
+  float q = -1.45660718464996e-05f;
+  q = q * z2 - 2.13374055278905e-04f;
+  q = q * z2 - 1.68282697438203e-03f;
+  q = q * z2 - 7.37332916720468e-03f;
+  q = q * z2 - 1.42647390514189e-02f;
+  return z * p / q;
+}
+
+constexpr float kSqrtHalf = 0.70710678118654752f;      // 1 / sqrt(2)
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;    // 1 / sqrt(2 pi)
+
+template <class T>
+POSLAB_INLINE void gelu_forward_loop(const T* __restrict x, T* __restrict y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = to_float(x[i]);
+    const float z = xi * kSqrtHalf;
+    const float erf = std::is_same_v<T, float> ? erf_with(z, exp_nonpositive(-z * z)) : erf_rational(z);
+    store(y + i, xi * 0.5f * (1.0f + erf));
+  }
+}
+
+template <class T>
+POSLAB_INLINE void gelu_backward_loop(const T* __restrict dy, const T* __restrict x, T* __restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float xi = to_float(x[i]);
+    const float z = xi * kSqrtHalf;
+    const float e = exp_nonpositive(-z * z);  // e^(-x^2/2)
+    const float cdf = 0.5f * (1.0f + (std::is_same_v<T, float> ? erf_with(z, e) : erf_rational(z)));
+    const float pdf = kInvSqrt2Pi * e;
+    store(dx + i, to_float(dy[i]) * (cdf + xi * pdf));
+  }
+}
+
+// Sums over a row in 16 independent lanes (one vector register): one chain of dependent adds would be
+// bound by the add's latency, and the compiler may not reorder a float sum itself.
+template <class F>
+POSLAB_INLINE float lane_sum(int64_t C, F term) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= C; i += 16)
+    for (int l = 0; l < 16; ++l) lanes[l] += term(i + l);
+  for (; i < C; ++i) lanes[0] += term(i);
+  float s = 0;
+  for (float lane : lanes) s += lane;
+  return s;
+}
+
+template <class Y>
+POSLAB_INLINE void layer_norm_forward_loop(const float* __restrict x, const float* __restrict w,
+                                           const float* __restrict b, Y* __restrict y, float* mean, float* rstd,
+                                           int64_t rows, int64_t C, float eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * C;
+    Y* yr = y + r * C;
+    const float m = lane_sum(C, [&](int64_t i) { return xr[i]; }) / static_cast<float>(C);
+    const float var = lane_sum(C, [&](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / static_cast<float>(C);
+    const float s = 1.0f / std::sqrt(var + eps);
+    mean[r] = m;
+    rstd[r] = s;
+    if (b != nullptr) {
+      for (int64_t i = 0; i < C; ++i) store(yr + i, (xr[i] - m) * s * w[i] + b[i]);
+    } else {
+      for (int64_t i = 0; i < C; ++i) store(yr + i, (xr[i] - m) * s * w[i]);
+    }
+  }
+}
+
+template <class DY>
+POSLAB_INLINE void layer_norm_backward_loop(const DY* __restrict dy, const float* __restrict x,
+                                            const float* __restrict w, const float* mean, const float* rstd,
+                                            float* __restrict dx, float* __restrict dw, float* __restrict db,
+                                            int64_t rows, int64_t C) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const DY* dyr = dy + r * C;
+    const float* xr = x + r * C;
+    float* dxr = dx + r * C;
+    const float m = mean[r], s = rstd[r];
+    const float sum_g = lane_sum(C, [&](int64_t i) { return to_float(dyr[i]) * w[i]; });
+    const float sum_gx = lane_sum(C, [&](int64_t i) { return to_float(dyr[i]) * w[i] * ((xr[i] - m) * s); });
+    const float mean_g = sum_g / static_cast<float>(C), mean_gx = sum_gx / static_cast<float>(C);
+    for (int64_t i = 0; i < C; ++i) {
+      const float d = to_float(dyr[i]);
+      const float xhat = (xr[i] - m) * s;
+      dxr[i] = s * (d * w[i] - mean_g - xhat * mean_gx);
+      dw[i] += d * xhat;
+    }
+    if (db != nullptr)
+      for (int64_t i = 0; i < C; ++i) db[i] += to_float(dyr[i]);
+  }
+}
+
+}  // namespace
+
+POSLAB_TARGET_CLONES void gelu_forward(const float* x, float* y, int64_t n) { gelu_forward_loop(x, y, n); }
+POSLAB_TARGET_CLONES void gelu_forward(const bf16* x, bf16* y, int64_t n) { gelu_forward_loop(x, y, n); }
+POSLAB_TARGET_CLONES void gelu_backward(const float* dy, const float* x, float* dx, int64_t n) {
+  gelu_backward_loop(dy, x, dx, n);
+}
+POSLAB_TARGET_CLONES void gelu_backward(const bf16* dy, const bf16* x, bf16* dx, int64_t n) {
+  gelu_backward_loop(dy, x, dx, n);
+}
+
+POSLAB_TARGET_CLONES void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean,
+                                             float* rstd, int64_t rows, int64_t C, float eps) {
+  layer_norm_forward_loop(x, w, b, y, mean, rstd, rows, C, eps);
+}
+POSLAB_TARGET_CLONES void layer_norm_forward(const float* x, const float* w, const float* b, bf16* y, float* mean,
+                                             float* rstd, int64_t rows, int64_t C, float eps) {
+  layer_norm_forward_loop(x, w, b, y, mean, rstd, rows, C, eps);
+}
+POSLAB_TARGET_CLONES void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean,
+                                              const float* rstd, float* dx, float* dw, float* db, int64_t rows,
+                                              int64_t C) {
+  layer_norm_backward_loop(dy, x, w, mean, rstd, dx, dw, db, rows, C);
+}
+POSLAB_TARGET_CLONES void layer_norm_backward(const bf16* dy, const float* x, const float* w, const float* mean,
+                                              const float* rstd, float* dx, float* dw, float* db, int64_t rows,
+                                              int64_t C) {
+  layer_norm_backward_loop(dy, x, w, mean, rstd, dx, dw, db, rows, C);
+}
+
+}  // namespace poslab::kernels

@@ -1,0 +1,33 @@
+// Element loops of the fused CPU ops (src/model/fused_ops.cpp wraps them as autograd functions):
+// GELU and LayerNorm, forward and backward, over raw float or bfloat16 arrays. Free of LibTorch's
+// headers, like the optimizer's loops: built with -fno-math-errno and for several instruction sets.
+#pragma once
+
+#include <cstdint>
+
+namespace poslab::kernels {
+
+using bf16 = uint16_t;  // bfloat16 bits: the top half of a float
+
+// y = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), exact GELU; erf as LibTorch's vectorised kernel computes it.
+void gelu_forward(const float* x, float* y, int64_t n);
+void gelu_forward(const bf16* x, bf16* y, int64_t n);
+// dx = dy (Phi(x) + x phi(x)).
+void gelu_backward(const float* dy, const float* x, float* dx, int64_t n);
+void gelu_backward(const bf16* dy, const bf16* x, bf16* dx, int64_t n);
+
+// Rows of C floats: y = (x - mean) * rstd * w + b (b may be null), rstd = 1/sqrt(var + eps), var biased;
+// mean and rstd written per row for the backward. y as float, or as bfloat16 (rounded to nearest even)
+// for the matmul that reads it under bf16 autocast.
+void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                        int64_t rows, int64_t C, float eps);
+void layer_norm_forward(const float* x, const float* w, const float* b, bf16* y, float* mean, float* rstd,
+                        int64_t rows, int64_t C, float eps);
+// dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy w, xhat = (x - mean) rstd; dw += sum over rows
+// of dy xhat and db += sum of dy (db may be null), accumulated in float into the caller's arrays.
+void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                         float* dx, float* dw, float* db, int64_t rows, int64_t C);
+void layer_norm_backward(const bf16* dy, const float* x, const float* w, const float* mean, const float* rstd,
+                         float* dx, float* dw, float* db, int64_t rows, int64_t C);
+
+}  // namespace poslab::kernels

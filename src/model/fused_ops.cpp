@@ -1,0 +1,177 @@
+// Autograd wrappers of the fused CPU loops: when they apply, the tensors they need, the chunks run
+// in parallel (at::parallel_for: inline inside a batch shard's thread) and the backward passes.
+#include "model/fused_ops.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
+
+#include <atomic>
+
+#include "model/fused_kernels.h"
+
+namespace poslab {
+namespace {
+
+std::atomic<bool> g_enabled{true};
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using kernels::bf16;
+
+bool cpu_autocast_bf16() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCPU) && at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16;
+#else
+  return at::autocast::is_cpu_enabled() && at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
+#endif
+}
+
+const bf16* bf16_data(const torch::Tensor& t) { return reinterpret_cast<const bf16*>(t.data_ptr<at::BFloat16>()); }
+bf16* bf16_data(torch::Tensor& t) { return reinterpret_cast<bf16*>(t.data_ptr<at::BFloat16>()); }
+
+// Element-wise work in chunks of at least 16k elements: below that a thread's start costs more than it saves.
+template <class F>
+void for_elements(int64_t n, F body) {
+  at::parallel_for(0, n, /*grain_size=*/16384, body);
+}
+
+torch::Tensor gelu_forward(const torch::Tensor& x) {
+  auto y = torch::empty_like(x);
+  const int64_t n = x.numel();
+  if (x.scalar_type() == torch::kFloat) {
+    const float* xp = x.data_ptr<float>();
+    float* yp = y.data_ptr<float>();
+    for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward(xp + b, yp + b, e - b); });
+  } else {
+    const bf16* xp = bf16_data(x);
+    bf16* yp = bf16_data(y);
+    for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward(xp + b, yp + b, e - b); });
+  }
+  return y;
+}
+
+struct GeluFunction : torch::autograd::Function<GeluFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
+    ctx->save_for_backward({x});
+    return gelu_forward(x);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto x = ctx->get_saved_variables()[0];
+    const auto dy = grads[0].to(x.scalar_type()).contiguous();
+    auto dx = torch::empty_like(x);
+    const int64_t n = x.numel();
+    if (x.scalar_type() == torch::kFloat) {
+      const float *dyp = dy.data_ptr<float>(), *xp = x.data_ptr<float>();
+      float* dxp = dx.data_ptr<float>();
+      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward(dyp + b, xp + b, dxp + b, e - b); });
+    } else {
+      const bf16 *dyp = bf16_data(dy), *xp = bf16_data(x);
+      bf16* dxp = bf16_data(dx);
+      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward(dyp + b, xp + b, dxp + b, e - b); });
+    }
+    return {dx};
+  }
+};
+
+// Rows of C: chunks of whole rows, at least 64 rows each.
+template <class F>
+void for_rows(int64_t rows, F body) {
+  at::parallel_for(0, rows, /*grain_size=*/64, body);
+}
+
+// y, mean, rstd of x (rows, C) as float, or y as bfloat16.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> layer_norm_forward(const torch::Tensor& x,
+                                                                           const torch::Tensor& w,
+                                                                           const torch::Tensor& b, double eps,
+                                                                           bool bf16_out) {
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  auto y = torch::empty(x.sizes(), x.options().dtype(bf16_out ? torch::kBFloat16 : torch::kFloat));
+  auto stats = torch::empty({2, rows}, x.options());  // mean, rstd
+  const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>(), *bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float *mp = stats[0].data_ptr<float>(), *sp = stats[1].data_ptr<float>();
+  for_rows(rows, [&](int64_t r0, int64_t r1) {
+    if (bf16_out)
+      kernels::layer_norm_forward(xp + r0 * C, wp, bp, bf16_data(y) + r0 * C, mp + r0, sp + r0, r1 - r0, C,
+                                  static_cast<float>(eps));
+    else
+      kernels::layer_norm_forward(xp + r0 * C, wp, bp, y.data_ptr<float>() + r0 * C, mp + r0, sp + r0, r1 - r0, C,
+                                  static_cast<float>(eps));
+  });
+  return {y, stats[0], stats[1]};
+}
+
+struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w,
+                               const torch::Tensor& b, double eps, bool bf16_out) {
+    const bool has_bias = b.numel() > 0;  // fused_layer_norm passes an empty tensor for none
+    auto [y, mean, rstd] = layer_norm_forward(x, w, has_bias ? b : torch::Tensor(), eps, bf16_out);
+    ctx->save_for_backward({x, w, mean, rstd});
+    ctx->saved_data["has_bias"] = has_bias;
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    auto dy = grads[0].contiguous();
+    if (dy.scalar_type() != torch::kBFloat16) dy = dy.to(torch::kFloat);
+    const int64_t C = x.size(-1), rows = x.numel() / C;
+    auto dx = torch::empty_like(x);
+    // dw and db summed per chunk of rows, then over the chunks: no two threads add into one array.
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows / 64));
+    auto partial = torch::zeros({chunks, 2, C}, x.options());
+    const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>(), *mp = mean.data_ptr<float>(),
+                *sp = rstd.data_ptr<float>();
+    float *dxp = dx.data_ptr<float>(), *pp = partial.data_ptr<float>();
+    const int64_t per_chunk = (rows + chunks - 1) / chunks;
+    at::parallel_for(0, chunks, /*grain_size=*/1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t r0 = c * per_chunk, r1 = std::min(rows, r0 + per_chunk);
+        if (r0 >= r1) continue;
+        float* dw = pp + c * 2 * C;
+        float* db = has_bias ? dw + C : nullptr;
+        if (dy.scalar_type() == torch::kBFloat16)
+          kernels::layer_norm_backward(bf16_data(dy) + r0 * C, xp + r0 * C, wp, mp + r0, sp + r0, dxp + r0 * C, dw, db,
+                                       r1 - r0, C);
+        else
+          kernels::layer_norm_backward(dy.data_ptr<float>() + r0 * C, xp + r0 * C, wp, mp + r0, sp + r0, dxp + r0 * C,
+                                       dw, db, r1 - r0, C);
+      }
+    });
+    auto sums = partial.sum(0);  // (2, C)
+    return {dx, sums[0], has_bias ? sums[1] : torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+bool on_cpu_float(const torch::Tensor& t) { return !t.defined() || (t.device().is_cpu() && t.scalar_type() == torch::kFloat); }
+
+}  // namespace
+
+void set_fused_ops(bool enabled) { g_enabled = enabled; }
+bool fused_ops_enabled() { return g_enabled; }
+
+torch::Tensor fused_gelu(const torch::Tensor& x) {
+  const bool applies = g_enabled && x.device().is_cpu() &&
+                       (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16);
+  if (!applies) return torch::gelu(x);
+  if (torch::GradMode::is_enabled() && x.requires_grad()) return GeluFunction::apply(x.contiguous());
+  return gelu_forward(x.contiguous());
+}
+
+torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               double eps) {
+  const bool applies = g_enabled && on_cpu_float(x) && on_cpu_float(weight) && on_cpu_float(bias) &&
+                       weight.defined() && weight.dim() == 1 && x.dim() >= 1 && x.size(-1) == weight.size(0) &&
+                       x.numel() > 0;
+  if (!applies) return torch::layer_norm(x, {weight.size(0)}, weight, bias, eps);
+  const bool bf16_out = cpu_autocast_bf16();
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  // A custom function cannot take an undefined tensor: no bias is passed as an empty one.
+  if (grad)
+    return LayerNormFunction::apply(x.contiguous(), weight.contiguous(), bias.defined() ? bias : torch::empty({0}), eps,
+                                    bf16_out);
+  return std::get<0>(layer_norm_forward(x.contiguous(), weight.contiguous(), bias, eps, bf16_out));
+}
+
+}  // namespace poslab

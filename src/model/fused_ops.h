@@ -1,0 +1,21 @@
+// GELU and LayerNorm on the CPU as autograd functions over poslab's own loops (model/fused_kernels.h):
+// one pass each way instead of LibTorch's several, and under bf16 autocast a LayerNorm that writes the
+// bfloat16 its matmul reads, in place of a float output and a cast. Elsewhere (CUDA, doubles, turned
+// off) they are LibTorch's own ops.
+#pragma once
+#include <torch/torch.h>
+
+namespace poslab {
+
+// Process-wide switch (train.fused_ops, set by make_runtime); on by default.
+void set_fused_ops(bool enabled);
+bool fused_ops_enabled();
+
+// torch::gelu (exact, erf form).
+torch::Tensor fused_gelu(const torch::Tensor& x);
+// torch::layer_norm over the last dimension; bias may be undefined. Its output is bfloat16 when bf16
+// autocast is on for the CPU (only matmuls read it, which would cast it to bfloat16 anyway).
+torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               double eps);
+
+}  // namespace poslab

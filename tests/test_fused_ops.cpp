@@ -1,0 +1,188 @@
+// The fused CPU GELU and LayerNorm against their published formulas evaluated here in double (and
+// LibTorch's own ops in double as a second oracle for LayerNorm's gradients): forward and backward, fp32
+// and bfloat16, with and without bias, rows split over threads, sizes off the vector width; under bf16
+// autocast the LayerNorm emits bfloat16; the switch and the fallbacks give LibTorch's ops exactly.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+#include "model/fused_ops.h"
+#include "util/runtime.h"
+
+using namespace poslab;
+
+namespace {
+
+// GELU and its derivative, element by element in double: x Phi(x), Phi(x) + x phi(x).
+torch::Tensor gelu_formula(const torch::Tensor& x) {
+  auto xd = x.to(torch::kDouble).contiguous();
+  auto y = torch::empty_like(xd);
+  const double* xp = xd.data_ptr<double>();
+  double* yp = y.data_ptr<double>();
+  for (int64_t i = 0; i < xd.numel(); ++i) yp[i] = 0.5 * xp[i] * (1.0 + std::erf(xp[i] / std::sqrt(2.0)));
+  return y;
+}
+torch::Tensor gelu_derivative_formula(const torch::Tensor& x) {
+  auto xd = x.to(torch::kDouble).contiguous();
+  auto d = torch::empty_like(xd);
+  const double* xp = xd.data_ptr<double>();
+  double* dp = d.data_ptr<double>();
+  for (int64_t i = 0; i < xd.numel(); ++i)
+    dp[i] = 0.5 * (1.0 + std::erf(xp[i] / std::sqrt(2.0))) + xp[i] * std::exp(-0.5 * xp[i] * xp[i]) / std::sqrt(2.0 * M_PI);
+  return d;
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+// Inputs over GELU's whole range: most near 0, some far out where erf saturates, and exact 0.
+torch::Tensor gelu_inputs(int64_t n) {
+  torch::manual_seed(7);
+  auto x = torch::randn({n}) * 3;
+  x.index_put_({torch::indexing::Slice(0, n, 97)}, torch::randn({(n + 96) / 97}) * 30);
+  x[0] = 0.0f;
+  return x;
+}
+
+struct ThreadCount {
+  int saved = at::get_num_threads();
+  explicit ThreadCount(int n) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST(FusedOps, GeluMatchesTheFormulaForwardAndBackward) {
+  for (int threads : {1, 2}) {
+    ThreadCount tc(threads);
+    for (int64_t n : {1, 15, 17, 1000, 70001}) {  // off the vector width; 70001 spans several parallel chunks
+      auto x = gelu_inputs(n).requires_grad_(true);
+      auto y = fused_gelu(x);
+      ASSERT_EQ(y.scalar_type(), torch::kFloat);
+      // |erf error| <= a few float ulps of 1, times |x| / 2.
+      const auto want = gelu_formula(x.detach());
+      EXPECT_LE(((y.detach().to(torch::kDouble) - want).abs() / (1.0 + x.detach().to(torch::kDouble).abs())).max().item<double>(), 2e-7)
+          << "n " << n;
+      auto g = torch::randn({n});
+      y.backward(g);
+      const auto want_dx = g.to(torch::kDouble) * gelu_derivative_formula(x.detach());
+      EXPECT_LE(max_abs_diff(x.grad(), want_dx) / (1.0 + g.abs().max().item<double>()), 1e-6) << "n " << n;
+    }
+  }
+}
+
+TEST(FusedOps, GeluInBfloat16IsTheFormulaRoundedOnce) {
+  auto x = gelu_inputs(4099).to(torch::kBFloat16).requires_grad_(true);
+  auto y = fused_gelu(x);
+  ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+  // Computed in float from the bf16 input and rounded once: within half a bf16 ulp (2^-9 relative) of the
+  // exact value, plus the float kernel's own error.
+  const auto want = gelu_formula(x.detach());
+  const auto rel = (y.detach().to(torch::kDouble) - want).abs() / (want.abs() * std::ldexp(1.0, -8) + 1e-6);
+  EXPECT_LE(rel.max().item<double>(), 1.0);
+  auto g = torch::randn({4099}).to(torch::kBFloat16);
+  y.backward(g);
+  ASSERT_EQ(x.grad().scalar_type(), torch::kBFloat16);
+  const auto want_dx = g.to(torch::kDouble) * gelu_derivative_formula(x.detach());
+  const auto rel_dx = (x.grad().to(torch::kDouble) - want_dx).abs() / (want_dx.abs() * std::ldexp(1.0, -8) + 1e-6);
+  EXPECT_LE(rel_dx.max().item<double>(), 1.0);
+}
+
+TEST(FusedOps, LayerNormMatchesTheFormulaAndLibTorchsGradients) {
+  for (int threads : {1, 2}) {
+    ThreadCount tc(threads);
+    for (bool with_bias : {false, true}) {
+      for (auto shape : {std::vector<int64_t>{3, 37}, std::vector<int64_t>{4, 129, 48}, std::vector<int64_t>{1, 1, 128}}) {
+        torch::manual_seed(11);
+        const int64_t C = shape.back();
+        auto x = (torch::randn(shape) * 2 + 0.5).requires_grad_(true);
+        auto w = (torch::randn({C}) * 0.5 + 1).requires_grad_(true);
+        auto b = with_bias ? (torch::randn({C}) * 0.1).requires_grad_(true) : torch::Tensor();
+        auto y = fused_layer_norm(x, w, b, 1e-5);
+        ASSERT_EQ(y.scalar_type(), torch::kFloat);
+        // The published formula in double: (x - mean) / sqrt(var + eps) * w + b, var biased.
+        auto xd = x.detach().to(torch::kDouble);
+        auto mean = xd.mean(-1, /*keepdim=*/true);
+        auto var = (xd - mean).pow(2).mean(-1, /*keepdim=*/true);
+        auto want = (xd - mean) / (var + 1e-5).sqrt() * w.detach().to(torch::kDouble);
+        if (with_bias) want = want + b.detach().to(torch::kDouble);
+        EXPECT_LE(max_abs_diff(y.detach(), want), 1e-5);
+
+        // Gradients against LibTorch's layer_norm in double.
+        auto g = torch::randn(shape);
+        y.backward(g);
+        auto xr = xd.clone().requires_grad_(true);
+        auto wr = w.detach().to(torch::kDouble).requires_grad_(true);
+        auto br = with_bias ? b.detach().to(torch::kDouble).requires_grad_(true) : torch::Tensor();
+        torch::layer_norm(xr, {C}, wr, br, 1e-5).backward(g.to(torch::kDouble));
+        EXPECT_LE(max_abs_diff(x.grad(), xr.grad()), 1e-4 * (1 + xr.grad().abs().max().item<double>()));
+        EXPECT_LE(max_abs_diff(w.grad(), wr.grad()), 1e-4 * (1 + wr.grad().abs().max().item<double>()));
+        if (with_bias) EXPECT_LE(max_abs_diff(b.grad(), br.grad()), 1e-4 * (1 + br.grad().abs().max().item<double>()));
+      }
+    }
+  }
+}
+
+TEST(FusedOps, LayerNormUnderBf16AutocastEmitsBfloat16AndTakesItsGradient) {
+  torch::manual_seed(5);
+  auto x = torch::randn({6, 10, 64}).requires_grad_(true);
+  auto w = (torch::randn({64}) * 0.5 + 1).requires_grad_(true);
+  auto b = (torch::randn({64}) * 0.1).requires_grad_(true);
+  auto y32 = fused_layer_norm(x, w, b, 1e-5);
+  torch::Tensor y16;
+  {
+    Runtime rt;
+    rt.bf16 = true;
+    AutocastGuard autocast(rt);
+    y16 = fused_layer_norm(x, w, b, 1e-5);
+  }
+  ASSERT_EQ(y16.scalar_type(), torch::kBFloat16);
+  // The float result rounded to bfloat16 once: within half a bf16 ulp.
+  EXPECT_LE(((y16.detach().to(torch::kFloat) - y32.detach()).abs() / y32.detach().abs().clamp_min(1e-3)).max().item<double>(),
+            std::ldexp(1.0, -8));
+  // The same gradient as the float path given the same (bfloat16-representable) upstream gradient.
+  auto g = torch::randn({6, 10, 64}).to(torch::kBFloat16);
+  auto grads16 = torch::autograd::grad({y16}, {x, w, b}, {g});
+  auto grads32 = torch::autograd::grad({y32}, {x, w, b}, {g.to(torch::kFloat)});
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(grads16[i].scalar_type(), torch::kFloat);
+    EXPECT_LE(max_abs_diff(grads16[i], grads32[i]), 1e-5 * (1 + grads32[i].abs().max().item<double>())) << i;
+  }
+}
+
+TEST(FusedOps, WithoutGradientsTheSameValues) {
+  torch::manual_seed(9);
+  auto x = torch::randn({5, 33});
+  auto w = torch::randn({33});
+  auto with_grad = fused_layer_norm(x.clone().requires_grad_(true), w, {}, 1e-5).detach();
+  torch::Tensor inference;
+  {
+    torch::InferenceMode guard;
+    inference = fused_layer_norm(x, w, {}, 1e-5);
+    EXPECT_TRUE(torch::equal(fused_gelu(x), fused_gelu(x.clone().requires_grad_(true)).detach()));
+  }
+  EXPECT_TRUE(torch::equal(inference, with_grad));
+}
+
+TEST(FusedOps, TurnedOffOrNotApplicableTheyAreLibTorchsOps) {
+  torch::manual_seed(13);
+  auto x = torch::randn({4, 24});
+  auto w = torch::randn({24});
+  auto b = torch::randn({24});
+  // Doubles are not fused: LibTorch's results exactly.
+  auto xd = x.to(torch::kDouble);
+  EXPECT_TRUE(torch::equal(fused_gelu(xd), torch::gelu(xd)));
+  EXPECT_TRUE(torch::equal(fused_layer_norm(xd, w.to(torch::kDouble), b.to(torch::kDouble), 1e-5),
+                           torch::layer_norm(xd, {24}, w.to(torch::kDouble), b.to(torch::kDouble), 1e-5)));
+  set_fused_ops(false);
+  const auto gelu_off = fused_gelu(x);
+  const auto ln_off = fused_layer_norm(x, w, b, 1e-5);
+  set_fused_ops(true);
+  EXPECT_TRUE(torch::equal(gelu_off, torch::gelu(x)));
+  EXPECT_TRUE(torch::equal(ln_off, torch::layer_norm(x, {24}, w, b, 1e-5)));
+  // On, they are not LibTorch's kernels (else the tests above would test LibTorch).
+  EXPECT_FALSE(torch::equal(fused_gelu(x * 3), torch::gelu(x * 3)));
+}
