@@ -47,6 +47,12 @@ torch::Tensor gelu_inputs(int64_t n) {
   return x;
 }
 
+// Every test here runs with the fused ops switched on (the process default is off), as train.fused_ops=true.
+struct FusedOn : ::testing::Test {
+  void SetUp() override { set_fused_ops(true); }
+  void TearDown() override { set_fused_ops(false); }
+};
+
 struct ThreadCount {
   int saved = at::get_num_threads();
   explicit ThreadCount(int n) { at::set_num_threads(n); }
@@ -55,7 +61,7 @@ struct ThreadCount {
 
 }  // namespace
 
-TEST(FusedOps, GeluMatchesTheFormulaForwardAndBackward) {
+TEST_F(FusedOn, GeluMatchesTheFormulaForwardAndBackward) {
   for (int threads : {1, 2}) {
     ThreadCount tc(threads);
     for (int64_t n : {1, 15, 17, 1000, 70001}) {  // off the vector width; 70001 spans several parallel chunks
@@ -74,7 +80,7 @@ TEST(FusedOps, GeluMatchesTheFormulaForwardAndBackward) {
   }
 }
 
-TEST(FusedOps, GeluInBfloat16IsTheFormulaRoundedOnce) {
+TEST_F(FusedOn, GeluInBfloat16IsTheFormulaRoundedOnce) {
   auto x = gelu_inputs(4099).to(torch::kBFloat16).requires_grad_(true);
   auto y = fused_gelu(x);
   ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
@@ -91,7 +97,7 @@ TEST(FusedOps, GeluInBfloat16IsTheFormulaRoundedOnce) {
   EXPECT_LE(rel_dx.max().item<double>(), 1.0);
 }
 
-TEST(FusedOps, LayerNormMatchesTheFormulaAndLibTorchsGradients) {
+TEST_F(FusedOn, LayerNormMatchesTheFormulaAndLibTorchsGradients) {
   for (int threads : {1, 2}) {
     ThreadCount tc(threads);
     for (bool with_bias : {false, true}) {
@@ -126,7 +132,7 @@ TEST(FusedOps, LayerNormMatchesTheFormulaAndLibTorchsGradients) {
   }
 }
 
-TEST(FusedOps, LayerNormUnderBf16AutocastEmitsBfloat16AndTakesItsGradient) {
+TEST_F(FusedOn, LayerNormUnderBf16AutocastEmitsBfloat16AndTakesItsGradient) {
   torch::manual_seed(5);
   auto x = torch::randn({6, 10, 64}).requires_grad_(true);
   auto w = (torch::randn({64}) * 0.5 + 1).requires_grad_(true);
@@ -153,7 +159,7 @@ TEST(FusedOps, LayerNormUnderBf16AutocastEmitsBfloat16AndTakesItsGradient) {
   }
 }
 
-TEST(FusedOps, WithoutGradientsTheSameValues) {
+TEST_F(FusedOn, WithoutGradientsTheSameValues) {
   torch::manual_seed(9);
   auto x = torch::randn({5, 33});
   auto w = torch::randn({33});
@@ -167,7 +173,7 @@ TEST(FusedOps, WithoutGradientsTheSameValues) {
   EXPECT_TRUE(torch::equal(inference, with_grad));
 }
 
-TEST(FusedOps, TurnedOffOrNotApplicableTheyAreLibTorchsOps) {
+TEST_F(FusedOn, TurnedOffOrNotApplicableTheyAreLibTorchsOps) {
   torch::manual_seed(13);
   auto x = torch::randn({4, 24});
   auto w = torch::randn({24});

@@ -12,7 +12,7 @@
 namespace poslab {
 namespace {
 
-std::atomic<bool> g_enabled{true};
+std::atomic<bool> g_enabled{false};
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;

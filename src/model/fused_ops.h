@@ -7,7 +7,7 @@
 
 namespace poslab {
 
-// Process-wide switch (train.fused_ops, set by make_runtime); on by default.
+// Process-wide switch (train.fused_ops, set by make_runtime); off by default, as the config key.
 void set_fused_ops(bool enabled);
 bool fused_ops_enabled();
 
