@@ -192,3 +192,14 @@ TEST_F(FusedOn, TurnedOffOrNotApplicableTheyAreLibTorchsOps) {
   // On, they are not LibTorch's kernels (else the tests above would test LibTorch).
   EXPECT_FALSE(torch::equal(fused_gelu(x * 3), torch::gelu(x * 3)));
 }
+
+TEST(FusedOpsSwitch, TheConfigKeyReachesTheModelThroughTheRuntime) {
+  Config c;
+  c.device = "cpu";
+  c.train.fused_ops = true;
+  EXPECT_TRUE(make_runtime(c).fused_ops);
+  EXPECT_TRUE(fused_ops_enabled());
+  c.train.fused_ops = false;
+  EXPECT_FALSE(make_runtime(c).fused_ops);
+  EXPECT_FALSE(fused_ops_enabled());
+}
