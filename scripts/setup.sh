@@ -13,27 +13,43 @@ case "${1:-}" in
   *) echo "setup.sh: unknown option '$1' (expected --main-job or nothing)" >&2; exit 2 ;;
 esac
 
-# The main job: the compiler and build tools, LibTorch, the C++ libraries poslab links, OpenBLAS and
-# matplotlib for the plots.
+# The main job: the compiler and build tools, LibTorch, the C++ libraries poslab links, OpenBLAS; and
+# matplotlib for the plots, which only the end of the main job needs.
 packages=(build-essential cmake ninja-build libtorch-dev nlohmann-json3-dev libspdlog-dev libcli11-dev
-          libopenblas0-pthread libgloo-dev python3-matplotlib)
+          libopenblas0-pthread libgloo-dev)
+plots=(python3-matplotlib)
 # Everything else: GoogleTest, the PyPI-free reference twin (python3-torch), SentencePiece (poslab-tokenize
 # and the Python module the tests compare its ids with).
-((main_job)) || packages+=(libgtest-dev python3-torch libsentencepiece-dev python3-sentencepiece pkg-config)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
+((main_job)) || packages+=("${plots[@]}" libgtest-dev python3-torch libsentencepiece-dev python3-sentencepiece pkg-config)
+missing_of() {  # the packages named that are not installed
+  local p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || printf '%s\n' "$p"
+  done
+}
+mapfile -t missing < <(missing_of "${packages[@]}")
+missing_plots=()
+((main_job)) && mapfile -t missing_plots < <(missing_of "${plots[@]}")
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+if ((${#missing[@]} + ${#missing_plots[@]})); then
+  echo "setup: installing ${missing[*]} ${missing_plots[*]}"
   $sudo apt-get update -q
+fi
+if ((${#missing[@]})); then
   # libopenblas0-pthread replaces the reference BLAS that Debian's LibTorch links (~15x faster matmuls).
   # libgloo-dev: the headers of c10d's Gloo backend (data-parallel training; LibTorch ships none).
   # libsentencepiece-dev (found with pkg-config): poslab-tokenize; python3-sentencepiece: the tests compare its ids.
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+# The main job's plots package installs while poslab builds (apt unpacks on the core the compiler
+# leaves idle at times); its log is kept, and a failure stops the set-up after the build.
+plots_pid=""
+if ((${#missing_plots[@]})); then
+  mkdir -p build
+  $sudo apt-get install -y -q --no-install-recommends "${missing_plots[@]}" > build/setup-plots-apt.log 2>&1 &
+  plots_pid=$!
 fi
 
 build_type=${POSLAB_BUILD_TYPE:-Release}
@@ -45,4 +61,9 @@ if ((main_job)); then
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DPOSLAB_TESTS=ON ${POSLAB_CMAKE_ARGS:-}
   cmake --build build
+fi
+if [ -n "$plots_pid" ] && ! wait "$plots_pid"; then
+  tail -20 build/setup-plots-apt.log >&2
+  echo "setup: installing ${missing_plots[*]} failed (log: build/setup-plots-apt.log)" >&2
+  exit 1
 fi

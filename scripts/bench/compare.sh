@@ -46,8 +46,11 @@ def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
 def med(values): return statistics.median(values)
 cpu = runs[0]["poslab_default"].get("cpu", {})
 # Figures from different CPUs are never one comparison: every table says which CPU it is from.
-print("cpu: %s (vendor %s, family %s, model %s; %s)" % (cpu.get("model_name", "?"), cpu.get("vendor", "?"), cpu.get("family", "?"),
-      cpu.get("model", "?"), " ".join(f for f in cpu.get("flags", []) if "bf16" in f or "amx" in f or f == "avx512f") or "no AVX-512"))
+# The fp32 kernels too: OpenBLAS's core (its choice by CPU model, or OPENBLAS_CORETYPE's) sets what bf16 gains.
+blas = runs[0]["poslab_default"].get("blas_core", "?") or "not OpenBLAS"
+print("cpu: %s (vendor %s, family %s, model %s; %s); OpenBLAS core %s" % (cpu.get("model_name", "?"), cpu.get("vendor", "?"),
+      cpu.get("family", "?"), cpu.get("model", "?"),
+      " ".join(f for f in cpu.get("flags", []) if "bf16" in f or "amx" in f or f == "avx512f") or "no AVX-512", blas))
 print(f"median of {repeats} repeats")
 print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11} {'val loss':>8}")
 table = {}
@@ -67,7 +70,7 @@ ratios = {
     "fused AdamW: defaults / unfused": lambda r: tok(r["poslab_default"]) / tok(r["poslab_default_unfused"]),
     "fp32 peak memory: poslab / twin (target <= 1.0)": lambda r: r["poslab_fp32"]["peak_rss_mb"] / r["twin_fp32"]["peak_rss_mb"],
 }
-summary = {"repeats": repeats, "cpu": cpu, "runs": table, "ratios": {}}
+summary = {"repeats": repeats, "cpu": cpu, "blas_core": blas, "runs": table, "ratios": {}}
 for label, f in ratios.items():
     per = [f(r) for r in runs]
     summary["ratios"][label] = {"median": med(per), "per_repeat": per}

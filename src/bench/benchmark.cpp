@@ -141,6 +141,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
                       {"vocab_size", c.model.vocab_size}, {"pos_encoding", c.model.pos_encoding.kind}}},
           {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
           {"cpu", cpu_info()},
+          {"blas_core", blas_core_name()},
           {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                            std::to_string(TORCH_VERSION_PATCH)},
           {"precision", rt.bf16 ? "bf16" : "fp32"},
@@ -180,6 +181,9 @@ std::string format_benchmark(const json& r) {
                 r["steps"].get<int>() + r["warmup"].get<int>(), r["peak_rss_mb"].get<double>(),
                 r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());
   out << buf;
+  // The fp32 kernels: OpenBLAS's choice by CPU model, or OPENBLAS_CORETYPE's.
+  if (r.contains("blas_core") && !r["blas_core"].get<std::string>().empty())
+    out << "  blas   OpenBLAS " << r["blas_core"].get<std::string>() << " kernels (fp32 matmuls)\n";
   return out.str();
 }
 
@@ -199,6 +203,7 @@ json run_generation_benchmark(const Config& input, int tokens) {
                           {"pos_encoding", c.model.pos_encoding.kind}}},
               {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
               {"cpu", cpu_info()},
+              {"blas_core", blas_core_name()},
               {"threads", rt.threads},
               {"prompt_tokens", prompt.size()},
               {"tokens", tokens}};

@@ -7,7 +7,8 @@
 
 namespace poslab {
 
-// Process-wide switch (train.fused_ops, set by make_runtime); off by default, as the config key.
+// Process-wide switch, set by make_runtime from train.fused_ops (on by default there); off until a
+// runtime sets it, so that a program using the model alone gets LibTorch's own ops.
 void set_fused_ops(bool enabled);
 bool fused_ops_enabled();
 

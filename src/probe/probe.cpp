@@ -27,6 +27,11 @@ const std::vector<std::string> kProbeTasks = {"passkey", "mqar"};
 // Scores of a prefill over (B, T) tokens with attention whole fit this many bytes: beyond it the
 // probe recomputes through forward(), whose attention runs in query blocks.
 static constexpr int64_t kPrefillBudget = int64_t{256} << 20;
+// Documents per chunk: as many as keep a chunk's scores within this many bytes, so that its passes
+// over them stay near the cache. The main job's probe (2-layer model, 64-512 tokens) ran in 2.7-2.9 s
+// at 32 MiB against 3.4 s when chunks filled the whole 256 MiB, with the same results (16 MiB alike;
+// 8 MiB slower, one document a chunk at 512 tokens): docs/benchmarks.md.
+static constexpr int64_t kChunkBudget = int64_t{32} << 20;
 
 static torch::Tensor last_logits(GPT& model, const torch::Tensor& x, const Runtime& rt) {  // x (B, T) -> (B, V)
   AutocastGuard autocast(rt);
@@ -41,7 +46,7 @@ KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, cons
   const auto& m = model->config;
   const int64_t row_bytes = int64_t{m.n_head} * L * L * 4 * 2 + L * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
   const bool cache = allow_cache && model->pos->kv_cacheable(L) && row_bytes <= kPrefillBudget;
-  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(64, kPrefillBudget / std::max<int64_t>(1, row_bytes)));
+  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(64, kChunkBudget / std::max<int64_t>(1, row_bytes)));
   for (int64_t b0 = 0; b0 < N; b0 += rows) {
     auto chunk = docs.slice(0, b0, std::min(N, b0 + rows)).to(rt.device);  // (B, L+1)
     const int64_t B = chunk.size(0);

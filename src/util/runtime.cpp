@@ -71,6 +71,13 @@ void set_blas_threads(const Runtime& rt, bool shards_running) {
   current = n;
 }
 
+std::string blas_core_name() {
+  using Getter = char* (*)();
+  static const auto get = reinterpret_cast<Getter>(dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  const char* name = get ? get() : nullptr;
+  return name ? name : "";
+}
+
 // Shards pay off where one batch's kernels are too small to keep every core busy, as with poslab's
 // small models on a CPU: measured 1.3-1.4x (bf16) and 1.4-1.8x (fp32) on 2 cores (docs/benchmarks.md).
 static int resolve_batch_shards(const Config& config, const Runtime& rt) {

@@ -29,6 +29,10 @@ int default_threads();
 // poslab's default), since spinning workers starve its threads (measured 2-4x slower); otherwise it
 // gets runtime.threads. Cheap to call every step: it acts only on a change. No-op with another BLAS.
 void set_blas_threads(const Runtime& runtime, bool shards_running);
+// The kernel set OpenBLAS runs fp32 matrix products with ("Haswell", "SkylakeX", ...; its own choice by
+// CPU model, or OPENBLAS_CORETYPE's), or "" when the BLAS is not OpenBLAS. It sets what bf16 gains
+// over fp32 on a machine (docs/benchmarks.md), so benchmarks record it beside the CPU.
+std::string blas_core_name();
 // Resolves the config's choices and applies the thread count (intra-op and BLAS). Throws ConfigError for cuda without CUDA.
 Runtime make_runtime(const Config& config);
 

@@ -85,6 +85,20 @@ assert cpu["cores"] == os.cpu_count(), cpu'
 check "bench runs under the caller's OMP_WAIT_POLICY (lib.sh sets PASSIVE)" grep -q '"omp_wait_policy": "PASSIVE"' bench.json
 env -u OMP_WAIT_POLICY "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_unset.json > /dev/null
 check "commands that train choose ACTIVE when OMP_WAIT_POLICY is unset" grep -q '"omp_wait_policy": "ACTIVE"' bench_unset.json
+# The fp32 kernels: OpenBLAS prints the core it runs when it loads (OPENBLAS_VERBOSE=2), whether its own
+# choice by CPU model or OPENBLAS_CORETYPE's; the JSON must name the same one ("" with another BLAS).
+OPENBLAS_VERBOSE=2 "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_blas.json > blas.out 2>&1
+check "bench json records the OpenBLAS core that ran" /usr/bin/python3 -c '
+import json, re
+cores = set(re.findall(r"^Core: (\S+)", open("blas.out").read(), re.M))
+got = json.load(open("bench_blas.json"))["blas_core"]
+assert (cores == {got}) if cores else got == "", (cores, got)'
+OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=Zen "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_zen.json > blas_zen.out 2>&1
+check "bench json follows OPENBLAS_CORETYPE" /usr/bin/python3 -c '
+import json, re
+cores = set(re.findall(r"^Core: (\S+)", open("blas_zen.out").read(), re.M))
+got = json.load(open("bench_zen.json"))["blas_core"]
+assert (cores == {got} and got == "Zen") if cores else got == "", (cores, got)'
 # 1 warm-up + 4 timed steps = the run's max_iters: the same steps, data and validation batches as train.
 check "bench val_loss equals train's final_val_loss after the same 5 steps" /usr/bin/python3 -c '
 import json
