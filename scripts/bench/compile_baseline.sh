@@ -5,7 +5,7 @@
 #   bash scripts/bench/compile_baseline.sh [CONFIG] [STEPS] [OUT]
 #   POSLAB=build/poslab  POSLAB2=build-pypi-cuda/poslab (optional)  REPEATS=3  WARMUP=10
 #   TORCH_PY=/var/cache/poslab/venv-torch-2.9.1/bin/python (scripts/libtorch2/pypi_cuda.sh makes it)
-#   FUSED=1: also poslab on 1.13 with its fused GELU and LayerNorm (train.fused_ops=true), what they gain
+#   UNFUSED=1: also poslab on 1.13 with LibTorch's GELU and LayerNorm (train.fused_ops=false), what fusing gains
 # Each side runs its defaults: poslab as shipped (bf16 autocast where the CPU has it), the twin as
 # nanoGPT runs on the CPU (fp32), and the twin compiled in fp32 and in bf16 autocast (the strongest
 # PyTorch 2.x configuration we know). TorchInductor compiles in the warm-up steps, which are not timed.
@@ -15,7 +15,7 @@ CONFIG=${1:-configs/bench/nanogpt-cpu.json}
 STEPS=${2:-100}
 OUT=${3:-runs/bench-compile}
 REPEATS=${REPEATS:-3}
-FUSED=${FUSED:-0}
+UNFUSED=${UNFUSED:-0}
 WARMUP=${WARMUP:-10}
 POSLAB=${POSLAB:-build/poslab}
 POSLAB2=${POSLAB2:-}
@@ -34,8 +34,8 @@ for r in $(seq 1 "$REPEATS"); do
   mkdir -p "$d"
   echo "-- repeat $r/$REPEATS"
   "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_1x.json" > /dev/null
-  [ "$FUSED" = 0 ] || "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" \
-    --set train.fused_ops=true --json "$d/poslab_1x_fused.json" > /dev/null
+  [ "$UNFUSED" = 0 ] || "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" \
+    --set train.fused_ops=false --json "$d/poslab_1x_unfused.json" > /dev/null
   [ -z "$POSLAB2" ] || "$POSLAB2" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_2x.json" > /dev/null
   twin --precision fp32 --json "$d/twin_eager.json"
   twin --precision fp32 --compile --json "$d/twin_compiled.json"
@@ -44,7 +44,7 @@ done
 "$TORCH_PY" - "$OUT" "$REPEATS" <<'PYEOF'
 import json, os, statistics, sys
 out, repeats = sys.argv[1], int(sys.argv[2])
-names = [n for n in ["poslab_1x", "poslab_1x_fused", "poslab_2x", "twin_eager", "twin_compiled", "twin_compiled_bf16"]
+names = [n for n in ["poslab_1x", "poslab_1x_unfused", "poslab_2x", "twin_eager", "twin_compiled", "twin_compiled_bf16"]
          if os.path.exists(f"{out}/r1/{n}.json")]
 runs = [{k: json.load(open(f"{out}/r{i}/{k}.json")) for k in names} for i in range(1, repeats + 1)]
 def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
