@@ -151,7 +151,7 @@ struct TrainConfig {
   // CPU only: GELU and LayerNorm as poslab's own single-pass loops with their backward
   // (model/fused_ops.h), the same functions to float rounding: training 7-11% and evaluation 15-20%
   // faster on the CPUs measured (docs/benchmarks.md#fused-gelu-and-layernorm). false: LibTorch's gelu
-  // and layer_norm, with which results the docs date as measured before the switch were made.
+  // and layer_norm, the setting docs/reproductions.md was measured with.
   bool fused_ops = true;
   // Data-parallel runs (src/distributed): gradients are all-reduced in flat buckets of at most this
   // many MiB (DDP's default 25), in the same order on every rank. Ignored in a single process.

@@ -3,7 +3,7 @@ set -u
 POSLAB=$(realpath "${1:?usage: $0 PATH_TO_POSLAB}")
 CLI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # tests/cli, for the Python checkers in py/
 WORK=$(mktemp -d)
-trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
+trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT  # KEEP_WORK=1 keeps it, to look at after a failure
 export OMP_WAIT_POLICY=PASSIVE
 passed=0
 failed=0
