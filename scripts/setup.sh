@@ -53,14 +53,17 @@ if ((${#missing_plots[@]})); then
 fi
 
 build_type=${POSLAB_BUILD_TYPE:-Release}
+# One compile per core: Ninja's default (cores + 1) leaves the last unit compiling alone while the
+# other core idles; on 2 cores -j 2 built the main job's poslab in 78 s against 89 s (docs/benchmarks.md).
+jobs=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 # POSLAB_TESTS is given either way: a build directory configured by the main job's set-up gains its
 # tests when the full set-up runs next.
 if ((main_job)); then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DPOSLAB_TESTS=OFF ${POSLAB_CMAKE_ARGS:-}
-  cmake --build build --target poslab
+  cmake --build build --target poslab -j "$jobs"
 else
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$build_type" -DPOSLAB_TESTS=ON ${POSLAB_CMAKE_ARGS:-}
-  cmake --build build
+  cmake --build build -j "$jobs"
 fi
 if [ -n "$plots_pid" ] && ! wait "$plots_pid"; then
   tail -20 build/setup-plots-apt.log >&2

@@ -26,8 +26,6 @@ bool cpu_autocast_bf16() {
 #endif
 }
 
-const bf16* bf16_data(const torch::Tensor& t) { return reinterpret_cast<const bf16*>(t.data_ptr<at::BFloat16>()); }
-bf16* bf16_data(torch::Tensor& t) { return reinterpret_cast<bf16*>(t.data_ptr<at::BFloat16>()); }
 
 // Element-wise work in chunks of at least 16k elements: below that a thread's start costs more than it saves.
 template <class F>

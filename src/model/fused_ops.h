@@ -19,4 +19,8 @@ torch::Tensor fused_gelu(const torch::Tensor& x);
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                double eps);
 
+// A bfloat16 tensor's data as the raw bits the fused loops take (kernels::bf16).
+inline const uint16_t* bf16_data(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
+inline uint16_t* bf16_data(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }
+
 }  // namespace poslab

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "model/fused_attention.h"
 #include "model/fused_ops.h"
 
 namespace poslab {
@@ -77,6 +78,11 @@ torch::Tensor CausalSelfAttentionImpl::attend(const torch::Tensor& q, const torc
     return at::scaled_dot_product_attention(q, k, v, mask.to(q.scalar_type()), p_drop, /*is_causal=*/false);
   }
 #endif
+  // poslab's fused softmax where nothing needs the probabilities themselves (CoPE reads the scores,
+  // recording keeps the map, dropout draws on it). The causal limit is the kernel's own: a causal-only
+  // mask is not read at all.
+  if (!pos->needs_scores() && record_probs == nullptr && p_drop == 0 && fused_attention_applies(q, k, v, mask))
+    return fused_attention(q, k, v, is_causal ? torch::Tensor() : mask, 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   return explicit_attention(q, k, v, mask, p_drop);
 }
 
@@ -95,10 +101,11 @@ torch::Tensor CausalSelfAttentionImpl::attend_block(const torch::Tensor& q, cons
     return attend(q, k, v, bias_rows.defined() ? bias_rows + mask : mask, /*is_causal=*/false,
                   /*p_drop=*/is_training() ? dropout : 0.0);
   }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
+  if (fused_attention_applies(q, k, v, bias_rows)) return fused_attention(q, k, v, bias_rows, scale);
   // The explicit path with fewer passes over the (H, t_q, t_k) scores, which dominate at long lengths:
   // the scale goes into q (t_q x hs values, not t_q x t_k), the bias is added once, and the causal mask
   // touches only the last t_q keys, in place, instead of a whole (t_q, t_k) mask built and added.
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hs));
   auto att = torch::matmul(q * scale, k.transpose(-2, -1));  // (B, H, t_q, t_k)
   if (bias_rows.defined()) att = att + bias_rows;
   att.slice(/*dim=*/-1, t_k - t_q).masked_fill_(

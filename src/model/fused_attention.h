@@ -1,0 +1,22 @@
+// Attention's softmax on the CPU as one autograd function over poslab's own loops
+// (model/attention_kernels.h): the scale, the mask or bias, the causal limit, the softmax and the cast to
+// the matmul's type in one pass each way, where LibTorch takes a mul, an add, a softmax and a cast (and
+// their backwards). The two matmuls around it stay LibTorch's. On with the other fused ops (train.fused_ops).
+#pragma once
+#include <torch/torch.h>
+
+namespace poslab {
+
+// Whether fused_attention takes these tensors: the fused ops on, CPU tensors of float or bfloat16, and a
+// float mask (or none).
+bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                             const torch::Tensor& mask);
+
+// softmax(scale q k^T + mask) v, causal: query i of t_q sees keys j <= t_k - t_q + i (the queries are the
+// last t_q of the keys). q (B, H, t_q, hs), k and v (B, H, t_k, hs); mask broadcastable to (B, H, t_q, t_k)
+// or undefined, and it takes its gradient (a learned bias). The probabilities are float, or bfloat16 where
+// the scores are (under bf16 autocast): the type the second matmul reads.
+torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                              const torch::Tensor& mask, double scale);
+
+}  // namespace poslab

@@ -1,0 +1,235 @@
+// The fused CPU attention softmax against attention's published formula, softmax(scale q k^T + mask) v
+// with the causal limit, evaluated here with LibTorch's ops in double (forward, and its gradients for q,
+// k, v and a learned bias by autograd): float and bfloat16, queries at the end of the keys, masks of every
+// broadcast shape, rows off the vector width, one and two threads; masked keys get exactly no weight; and
+// the model with the fused ops on and off.
+#include <gtest/gtest.h>
+
+#include <ATen/Parallel.h>
+
+#include <limits>
+
+#include "model/fused_attention.h"
+#include "model/fused_ops.h"
+#include "model/gpt.h"
+#include "model/positional/registry.h"
+#include "test_models.h"
+#include "util/runtime.h"
+
+using namespace poslab;
+
+namespace {
+
+struct FusedAttentionOn : ::testing::Test {
+  void SetUp() override { set_fused_ops(true); }
+  void TearDown() override { set_fused_ops(false); }
+};
+
+struct ThreadCount {
+  int saved = at::get_num_threads();
+  explicit ThreadCount(int n) { at::set_num_threads(n); }
+  ~ThreadCount() { at::set_num_threads(saved); }
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The formula in double: query i of t_q sees keys j <= t_k - t_q + i; mask broadcast and added.
+torch::Tensor attention_formula(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                const torch::Tensor& mask, double scale) {
+  const int64_t tq = q.size(2), tk = k.size(2);
+  auto causal = torch::zeros({tq, tk}, torch::kDouble);
+  for (int64_t i = 0; i < tq; ++i)
+    for (int64_t j = tk - tq + i + 1; j < tk; ++j) causal[i][j] = -kInf;
+  auto att = torch::matmul(q, k.transpose(-2, -1)) * scale + causal;
+  if (mask.defined()) att = att + mask;
+  return torch::matmul(torch::softmax(att, -1), v);
+}
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
+}
+
+struct Case {
+  int64_t B, H, tq, tk, hs;
+  std::string mask;  // none, causal2d (an explicit causal mask), bias3d (H, tq, tk), bias4d (1, H, tq, tk), row (H, 1, tk)
+};
+
+torch::Tensor make_mask(const Case& c) {
+  if (c.mask == "none") return {};
+  if (c.mask == "causal2d") {
+    auto m = torch::zeros({c.tq, c.tk});
+    for (int64_t i = 0; i < c.tq; ++i)
+      for (int64_t j = c.tk - c.tq + i + 1; j < c.tk; ++j) m[i][j] = -std::numeric_limits<float>::infinity();
+    return m;
+  }
+  if (c.mask == "bias3d") return torch::randn({c.H, c.tq, c.tk});
+  if (c.mask == "bias4d") return torch::randn({1, c.H, c.tq, c.tk});
+  return torch::randn({c.H, 1, c.tk});
+}
+
+const std::vector<Case> kCases = {
+    {2, 3, 64, 64, 16, "none"},   {2, 3, 37, 37, 8, "bias3d"}, {1, 2, 5, 70, 16, "bias4d"},  // queries at the end
+    {3, 2, 1, 33, 8, "causal2d"}, {2, 2, 17, 17, 8, "row"},    {1, 4, 80, 80, 32, "bias3d"}};
+
+}  // namespace
+
+TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
+  for (int threads : {1, 2}) {
+    ThreadCount tc(threads);
+    for (const auto& c : kCases) {
+      torch::manual_seed(3);
+      auto q = torch::randn({c.B, c.H, c.tq, c.hs}).requires_grad_(true);
+      auto k = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
+      auto v = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
+      auto mask = make_mask(c);
+      const bool learned = mask.defined() && c.mask != "causal2d";
+      if (learned) mask.requires_grad_(true);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.hs));
+      ASSERT_TRUE(fused_attention_applies(q, k, v, mask));
+      auto y = fused_attention(q, k, v, mask, scale);
+      ASSERT_EQ(y.scalar_type(), torch::kFloat);
+
+      auto qd = q.detach().to(torch::kDouble).requires_grad_(true), kd = k.detach().to(torch::kDouble).requires_grad_(true),
+           vd = v.detach().to(torch::kDouble).requires_grad_(true);
+      auto md = mask.defined() ? mask.detach().to(torch::kDouble).requires_grad_(learned) : torch::Tensor();
+      auto want = attention_formula(qd, kd, vd, md, scale);
+      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " tk=" + std::to_string(c.tk) + " threads=" + std::to_string(threads);
+      EXPECT_LE(max_abs_diff(y.detach(), want), 2e-6 * (1 + want.abs().max().item<double>())) << where;
+
+      auto g = torch::randn(y.sizes());
+      y.backward(g);
+      want.backward(g.to(torch::kDouble));
+      for (auto [got, ref, name] : {std::make_tuple(q.grad(), qd.grad(), "dq"), std::make_tuple(k.grad(), kd.grad(), "dk"),
+                                    std::make_tuple(v.grad(), vd.grad(), "dv")})
+        EXPECT_LE(max_abs_diff(got, ref), 1e-5 * (1 + ref.abs().max().item<double>())) << where << " " << name;
+      if (learned) {
+        ASSERT_TRUE(mask.grad().defined()) << where;
+        ASSERT_EQ(mask.grad().sizes(), mask.sizes()) << where;
+        EXPECT_LE(max_abs_diff(mask.grad(), md.grad()), 1e-5 * (1 + md.grad().abs().max().item<double>())) << where << " dmask";
+      }
+    }
+  }
+}
+
+// Under bf16 autocast the scores and probabilities are bfloat16: the formula within bfloat16's rounding
+// (q, k, v rounded once, the scores and the probabilities once each; measured 0.4-0.8% of the largest value).
+TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
+  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 instructions: poslab would not autocast here";
+  for (const auto& c : kCases) {
+    torch::manual_seed(4);
+    auto q = torch::randn({c.B, c.H, c.tq, c.hs}).requires_grad_(true);
+    auto k = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
+    auto v = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
+    auto mask = make_mask(c);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(c.hs));
+    torch::Tensor y;
+    {
+      Runtime rt;
+      rt.bf16 = true;
+      AutocastGuard autocast(rt);
+      y = fused_attention(q, k, v, mask, scale);
+    }
+    ASSERT_EQ(y.scalar_type(), torch::kBFloat16) << c.mask;
+    auto qd = q.detach().to(torch::kDouble).requires_grad_(true), kd = k.detach().to(torch::kDouble).requires_grad_(true),
+         vd = v.detach().to(torch::kDouble).requires_grad_(true);
+    auto want = attention_formula(qd, kd, vd, mask.defined() ? mask.to(torch::kDouble) : torch::Tensor(), scale);
+    EXPECT_LE(max_abs_diff(y.detach(), want), 0.03 * want.abs().max().item<double>()) << c.mask;
+    auto g = torch::randn(y.sizes());
+    y.backward(g.to(torch::kBFloat16));
+    want.backward(g.to(torch::kBFloat16).to(torch::kDouble));
+    for (auto [got, ref] : {std::make_pair(q.grad(), qd.grad()), std::make_pair(k.grad(), kd.grad()), std::make_pair(v.grad(), vd.grad())})
+      EXPECT_LE(max_abs_diff(got, ref), 0.05 * ref.abs().max().item<double>()) << c.mask;
+  }
+}
+
+// Keys past the causal limit and keys masked with -inf take exactly no weight: changing their values
+// changes nothing, bit for bit, in the output and in every gradient but their own (which is exactly 0).
+TEST_F(FusedAttentionOn, MaskedKeysTakeExactlyNoWeight) {
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    torch::manual_seed(6);
+    const int64_t tq = 20, tk = 20;
+    auto q = torch::randn({2, 2, tq, 8}).to(dtype), k = torch::randn({2, 2, tk, 8}).to(dtype);
+    auto v = torch::randn({2, 2, tk, 8}).to(dtype);
+    auto mask = torch::zeros({2, tq, tk});
+    mask.select(2, 3).fill_(-std::numeric_limits<float>::infinity());  // key 3 masked for every query
+    auto run = [&](const torch::Tensor& kk, const torch::Tensor& vv) {
+      auto kg = kk.clone().requires_grad_(true), vg = vv.clone().requires_grad_(true);
+      auto y = fused_attention(q, kg, vg, mask, 0.35);
+      y.backward(torch::ones_like(y));
+      return std::make_tuple(y.detach(), kg.grad(), vg.grad());
+    };
+    auto [y0, dk0, dv0] = run(k, v);
+    auto k2 = k.clone(), v2 = v.clone();
+    k2.select(2, 3).mul_(5).add_(1);   // a masked key
+    v2.select(2, 3).mul_(-7).add_(2);
+    k2.select(2, tk - 1).mul_(3);      // the last key: seen only by the last query
+    v2.select(2, tk - 1).add_(1);
+    auto [y1, dk1, dv1] = run(k2, v2);
+    EXPECT_TRUE(torch::equal(y0.narrow(2, 0, tq - 1), y1.narrow(2, 0, tq - 1)));
+    EXPECT_FALSE(torch::equal(y0.narrow(2, tq - 1, 1), y1.narrow(2, tq - 1, 1)));  // and the last query does see it
+    EXPECT_EQ(dk0.select(2, 3).abs().max().item<double>(), 0.0);
+    EXPECT_EQ(dv0.select(2, 3).abs().max().item<double>(), 0.0);
+  }
+}
+
+TEST_F(FusedAttentionOn, ThreadsAndGradientModeChangeNothing) {
+  torch::manual_seed(8);
+  auto q = torch::randn({4, 4, 48, 16}), k = torch::randn({4, 4, 48, 16}), v = torch::randn({4, 4, 48, 16});
+  auto bias = torch::randn({4, 48, 48});
+  torch::Tensor one, two, no_grad;
+  {
+    ThreadCount tc(1);
+    one = fused_attention(q.requires_grad_(true), k, v, bias, 0.25).detach();
+  }
+  {
+    ThreadCount tc(2);
+    two = fused_attention(q, k, v, bias, 0.25).detach();
+    torch::NoGradGuard guard;
+    no_grad = fused_attention(q, k, v, bias, 0.25);
+  }
+  EXPECT_TRUE(torch::equal(one, two));
+  EXPECT_TRUE(torch::equal(one, no_grad));
+}
+
+TEST_F(FusedAttentionOn, AppliesOnlyToCpuFloatAndBfloat16WithTheOpsOn) {
+  auto q = torch::randn({1, 1, 4, 4});
+  EXPECT_TRUE(fused_attention_applies(q, q, q, {}));
+  EXPECT_TRUE(fused_attention_applies(q.to(torch::kBFloat16), q, q, torch::zeros({4, 4})));
+  EXPECT_FALSE(fused_attention_applies(q.to(torch::kDouble), q, q, {}));
+  EXPECT_FALSE(fused_attention_applies(q, q, q, torch::zeros({4, 4}, torch::kDouble)));
+  set_fused_ops(false);
+  EXPECT_FALSE(fused_attention_applies(q, q, q, {}));
+}
+
+// The whole model, every kind, in float: the fused ops on against LibTorch's ops, loss and every
+// parameter's gradient (the kinds with a bias pass it as the mask, with its gradient for the learned ones).
+TEST(FusedAttentionModel, EveryKindGivesLibTorchsLossAndGradients) {
+  for (const auto& kind : encoding_kinds()) {
+    torch::manual_seed(2);
+    auto config = poslab::testing::tiny(kind);
+    GPT model(config);
+    {
+      torch::NoGradGuard no_grad;
+      for (auto& p : model->named_parameters())
+        if (p.key().rfind("pos.", 0) == 0) p.value().normal_(0.0, 0.3);  // zero-initialised tables would hide a bias
+    }
+    auto idx = torch::randint(0, config.vocab_size, {3, config.block_size}, torch::kLong);
+    auto run = [&](bool fused) {
+      set_fused_ops(fused);
+      model->zero_grad();
+      torch::manual_seed(5);  // randomized positions draw the same
+      auto logits = model->forward(idx);
+      auto loss = model->loss(logits, idx);
+      loss.backward();
+      std::vector<torch::Tensor> grads;
+      for (auto& p : model->parameters()) grads.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+      set_fused_ops(false);
+      return std::make_pair(loss.item<double>(), grads);
+    };
+    auto [loss_off, grads_off] = run(false);
+    auto [loss_on, grads_on] = run(true);
+    EXPECT_NEAR(loss_on, loss_off, 1e-5) << kind;
+    for (size_t i = 0; i < grads_on.size(); ++i)
+      EXPECT_LE(max_abs_diff(grads_on[i], grads_off[i]), 1e-4 * (1 + grads_off[i].abs().max().item<double>())) << kind << " parameter " << i;
+  }
+}
