@@ -148,10 +148,11 @@ struct TrainConfig {
   // CPU only: clipping and AdamW in one pass over raw arrays on every core (train/fused_adamw.h),
   // the same update as LibTorch's to float rounding. false: clip_grad_norm_ + torch::optim::AdamW.
   bool fused_adamw = true;
-  // CPU only: GELU and LayerNorm as poslab's own single-pass loops with their backward
-  // (model/fused_ops.h), the same functions to float rounding: training 7-11% and evaluation 15-20%
-  // faster on the CPUs measured (docs/benchmarks.md#fused-gelu-and-layernorm). false: LibTorch's gelu
-  // and layer_norm, the setting docs/reproductions.md was measured with.
+  // CPU only: GELU, LayerNorm and attention's softmax (with its scale, mask and causal limit) as
+  // poslab's own single-pass loops with their backward (model/fused_ops.h, model/fused_attention.h), the
+  // same functions to float rounding: training 7-11% and evaluation 15-20% faster on the CPUs measured
+  // for GELU and LayerNorm, the main job 10% more for the softmax (docs/benchmarks.md#fused-gelu-and-layernorm).
+  // false: LibTorch's gelu, layer_norm and softmax, the setting docs/reproductions.md was measured with.
   bool fused_ops = true;
   // Data-parallel runs (src/distributed): gradients are all-reduced in flat buckets of at most this
   // many MiB (DDP's default 25), in the same order on every rank. Ignored in a single process.
