@@ -44,12 +44,11 @@ if ((${#missing[@]})); then
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 # The main job's plots package installs while poslab builds (apt unpacks on the core the compiler
-# leaves idle at times), at the lowest priority: the compiler's precompiled header, which every later unit
-# waits for, must not share its core. Its log is kept, and a failure stops the set-up after the build.
+# leaves idle at times); its log is kept, and a failure stops the set-up after the build.
 plots_pid=""
 if ((${#missing_plots[@]})); then
   mkdir -p build
-  $sudo nice -n 19 apt-get install -y -q --no-install-recommends "${missing_plots[@]}" > build/setup-plots-apt.log 2>&1 &
+  $sudo apt-get install -y -q --no-install-recommends "${missing_plots[@]}" > build/setup-plots-apt.log 2>&1 &
   plots_pid=$!
 fi
 
