@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "model/fused_ops.h"
+#include "model/positional/positional.h"
 #include "util/runtime.h"
 
 using namespace poslab;
@@ -202,4 +203,43 @@ TEST(FusedOpsSwitch, TheConfigKeyReachesTheModelThroughTheRuntime) {
   c.train.fused_ops = false;
   EXPECT_FALSE(make_runtime(c).fused_ops);
   EXPECT_FALSE(fused_ops_enabled());
+}
+
+// RoPE's rotation, fused, against LibTorch's composition (apply_rotary with the fused ops off: multiplies,
+// a subtraction and an addition, a stack and a cast): equal bit for bit, forward and backward, in float and
+// in bfloat16 (whose backward rounds each product before the sum, as LibTorch's autograd does), on q as the
+// model makes it (a transposed view of the projection) and on a narrowed head (partial rotary).
+TEST_F(FusedOn, RotaryIsLibTorchsCompositionBitForBit) {
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (int threads : {1, 2}) {
+      ThreadCount tc(threads);
+      torch::manual_seed(21);
+      const int64_t B = 3, T = 37, H = 4, hs = 16;
+      auto qkv = (torch::randn({B, T, 3 * H * hs}) * 2).to(dtype);
+      auto angles = torch::outer(torch::arange(T, torch::kDouble), torch::rand({hs / 2}, torch::kDouble) * 3);
+      const auto cos = angles.cos().to(torch::kFloat), sin = angles.sin().to(torch::kFloat);
+      const auto cos_part = cos.narrow(1, 0, hs / 4).contiguous(), sin_part = sin.narrow(1, 0, hs / 4).contiguous();
+      for (bool partial : {false, true}) {
+        const auto g = torch::randn({B, H, T, partial ? hs / 2 : hs}).to(dtype);  // the same upstream gradient for both
+        auto run = [&](bool fused) {
+          set_fused_ops(fused);
+          auto src = qkv.clone().requires_grad_(true);
+          auto q = src.narrow(2, 0, H * hs).view({B, T, H, hs}).transpose(1, 2);  // (B, H, T, hs), strided
+          if (partial) q = q.narrow(-1, 0, hs / 2);
+          EXPECT_EQ(fused_rotary_applies(q, partial ? cos_part : cos, partial ? sin_part : sin), fused);
+          auto y = apply_rotary(q, partial ? cos_part : cos, partial ? sin_part : sin);
+          y.backward(g);
+          set_fused_ops(true);
+          return std::make_pair(y.detach(), src.grad());
+        };
+        auto [y_ref, dx_ref] = run(false);
+        auto [y, dx] = run(true);
+        ASSERT_EQ(y.scalar_type(), dtype);
+        EXPECT_TRUE(torch::equal(y, y_ref)) << dtype << " partial " << partial << ": largest difference "
+                                            << max_abs_diff(y, y_ref);
+        EXPECT_TRUE(torch::equal(dx, dx_ref)) << dtype << " partial " << partial << ": largest difference "
+                                              << max_abs_diff(dx, dx_ref);
+      }
+    }
+  }
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 
 #include "model/fused_kernels.h"
+#include "model/rotary_kernels.h"
 
 namespace poslab {
 namespace {
@@ -141,6 +142,44 @@ struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
   }
 };
 
+// y = the pairs of x turned (or, backward, dx from dy turned back): rows (b, h, t) of x at their strides,
+// y written contiguous.
+torch::Tensor rotary_rows(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, bool backward) {
+  const int64_t B = x.size(0), H = x.size(1), T = x.size(2), P = x.size(3) / 2;
+  auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  const bool is_float = x.scalar_type() == torch::kFloat;
+  at::parallel_for(0, B * H * T, /*grain_size=*/std::max<int64_t>(1, 16384 / std::max<int64_t>(1, 2 * P)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
+      const int64_t at = b * x.stride(0) + h * x.stride(1) + t * x.stride(2);
+      if (is_float) {
+        const float* xr = x.data_ptr<float>() + at;
+        float* yr = y.data_ptr<float>() + r * 2 * P;
+        backward ? kernels::rotary_backward(xr, cp + t * P, sp + t * P, yr, P) : kernels::rotary_forward(xr, cp + t * P, sp + t * P, yr, P);
+      } else {
+        const bf16* xr = bf16_data(x) + at;
+        bf16* yr = bf16_data(y) + r * 2 * P;
+        backward ? kernels::rotary_backward(xr, cp + t * P, sp + t * P, yr, P) : kernels::rotary_forward(xr, cp + t * P, sp + t * P, yr, P);
+      }
+    }
+  });
+  return y;
+}
+
+struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+    // Kept as values: tables made during an evaluation are inference tensors, which autograd refuses to save.
+    ctx->saved_data["cos"] = cos;
+    ctx->saved_data["sin"] = sin;
+    return rotary_rows(x, cos, sin, /*backward=*/false);
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto cos = ctx->saved_data["cos"].toTensor(), sin = ctx->saved_data["sin"].toTensor();
+    return {rotary_rows(grads[0].contiguous(), cos, sin, /*backward=*/true), torch::Tensor(), torch::Tensor()};
+  }
+};
+
 bool on_cpu_float(const torch::Tensor& t) { return !t.defined() || (t.device().is_cpu() && t.scalar_type() == torch::kFloat); }
 
 }  // namespace
@@ -170,6 +209,19 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
     return LayerNormFunction::apply(x.contiguous(), weight.contiguous(), bias.defined() ? bias : torch::empty({0}), eps,
                                     bf16_out);
   return std::get<0>(layer_norm_forward(x.contiguous(), weight.contiguous(), bias, eps, bf16_out));
+}
+
+bool fused_rotary_applies(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  const bool table = on_cpu_float(cos) && on_cpu_float(sin) && cos.defined() && sin.defined() && cos.dim() == 2 &&
+                     cos.sizes() == sin.sizes() && cos.is_contiguous() && sin.is_contiguous() && !cos.requires_grad() &&
+                     !sin.requires_grad();
+  return g_enabled && table && x.device().is_cpu() && (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kBFloat16) &&
+         x.dim() == 4 && x.stride(-1) == 1 && x.size(2) == cos.size(0) && x.size(3) == 2 * cos.size(1);
+}
+
+torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  if (torch::GradMode::is_enabled() && x.requires_grad()) return RotaryFunction::apply(x, cos, sin);
+  return rotary_rows(x, cos, sin, /*backward=*/false);
 }
 
 }  // namespace poslab

@@ -19,6 +19,13 @@ torch::Tensor fused_gelu(const torch::Tensor& x);
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                double eps);
 
+// RoPE's rotation of interleaved pairs, (B, H, T, 2P) by (T, P) cos and sin tables: LibTorch's
+// composition (positional/rotary.cpp's apply_rotary) in one pass each way, its results bit for bit.
+// Whether it applies: the fused ops on, x a CPU float or bfloat16 (B, H, T, 2P) with contiguous pairs,
+// the tables constant (T, P) floats.
+bool fused_rotary_applies(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+torch::Tensor fused_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin);
+
 // A bfloat16 tensor's data as the raw bits the fused loops take (kernels::bf16).
 inline const uint16_t* bf16_data(const torch::Tensor& t) { return reinterpret_cast<const uint16_t*>(t.data_ptr<at::BFloat16>()); }
 inline uint16_t* bf16_data(torch::Tensor& t) { return reinterpret_cast<uint16_t*>(t.data_ptr<at::BFloat16>()); }

@@ -2,6 +2,8 @@
 // pairs by zeta_i^(+-p/gamma) so that each pair's share of q.k decays as zeta_i^((n-m)/gamma).
 #include "model/positional/rotary.h"
 
+#include "model/fused_ops.h"
+
 namespace poslab {
 
 torch::Tensor rope_angles(int64_t n, int64_t head_dim, double base) {
@@ -15,6 +17,7 @@ torch::Tensor rope_angles_at(const torch::Tensor& positions, int64_t head_dim, d
 }
 
 torch::Tensor apply_rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {
+  if (fused_rotary_applies(x, cos, sin)) return fused_rotary(x, cos, sin);  // the same, bit for bit, in one pass
   auto pairs = x.unflatten(-1, {-1, 2});      // (..., T, hs/2, 2)
   auto x0 = pairs.select(-1, 0), x1 = pairs.select(-1, 1);
   auto r0 = x0 * cos - x1 * sin;
