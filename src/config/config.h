@@ -148,7 +148,7 @@ struct TrainConfig {
   // CPU only: clipping and AdamW in one pass over raw arrays on every core (train/fused_adamw.h),
   // the same update as LibTorch's to float rounding. false: clip_grad_norm_ + torch::optim::AdamW.
   bool fused_adamw = true;
-  // CPU only: GELU, LayerNorm and attention's softmax (with its scale, mask and causal limit) as
+  // CPU only: GELU, LayerNorm, RoPE's rotation and attention's softmax (with its scale, mask and causal limit) as
   // poslab's own single-pass loops with their backward (model/fused_ops.h, model/fused_attention.h), the
   // same functions to float rounding: training 7-11% and evaluation 15-20% faster on the CPUs measured
   // for GELU and LayerNorm, the main job 10% more for the softmax (docs/benchmarks.md#fused-gelu-and-layernorm).
