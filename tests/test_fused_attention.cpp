@@ -7,29 +7,24 @@
 
 #include <ATen/Parallel.h>
 
+#include <array>
 #include <limits>
 
 #include "model/fused_attention.h"
 #include "model/fused_ops.h"
 #include "model/gpt.h"
 #include "model/positional/registry.h"
+#include "test_fused.h"
 #include "test_models.h"
 #include "util/runtime.h"
 
 using namespace poslab;
+using poslab::testing::max_abs_diff;
+using poslab::testing::ThreadCount;
 
 namespace {
 
-struct FusedAttentionOn : ::testing::Test {
-  void SetUp() override { set_fused_ops(true); }
-  void TearDown() override { set_fused_ops(false); }
-};
-
-struct ThreadCount {
-  int saved = at::get_num_threads();
-  explicit ThreadCount(int n) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved); }
-};
+struct FusedAttentionOn : poslab::testing::FusedOn {};
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -43,10 +38,6 @@ torch::Tensor attention_formula(const torch::Tensor& q, const torch::Tensor& k, 
   auto att = torch::matmul(q, k.transpose(-2, -1)) * scale + causal;
   if (mask.defined()) att = att + mask;
   return torch::matmul(torch::softmax(att, -1), v);
-}
-
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
 }
 
 struct Case {
@@ -71,6 +62,19 @@ const std::vector<Case> kCases = {
     {2, 3, 64, 64, 16, "none"},   {2, 3, 37, 37, 8, "bias3d"}, {1, 2, 5, 70, 16, "bias4d"},  // queries at the end
     {3, 2, 1, 33, 8, "causal2d"}, {2, 2, 17, 17, 8, "row"},    {1, 4, 80, 80, 32, "bias3d"}};
 
+// A case's q, k and v, drawn in float, taking gradients.
+std::array<torch::Tensor, 3> draw_qkv(const Case& c) {
+  return {torch::randn({c.B, c.H, c.tq, c.hs}).requires_grad_(true), torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true),
+          torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true)};
+}
+
+// The same values in double, taking gradients of their own: the formula's inputs.
+std::array<torch::Tensor, 3> in_double(const std::array<torch::Tensor, 3>& qkv) {
+  std::array<torch::Tensor, 3> out;
+  for (int i = 0; i < 3; ++i) out[i] = qkv[i].detach().to(torch::kDouble).requires_grad_(true);
+  return out;
+}
+
 }  // namespace
 
 TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
@@ -78,9 +82,7 @@ TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
     ThreadCount tc(threads);
     for (const auto& c : kCases) {
       torch::manual_seed(3);
-      auto q = torch::randn({c.B, c.H, c.tq, c.hs}).requires_grad_(true);
-      auto k = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
-      auto v = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
+      auto [q, k, v] = draw_qkv(c);
       auto mask = make_mask(c);
       const bool learned = mask.defined() && c.mask != "causal2d";
       if (learned) mask.requires_grad_(true);
@@ -89,8 +91,7 @@ TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
       auto y = fused_attention(q, k, v, mask, scale);
       ASSERT_EQ(y.scalar_type(), torch::kFloat);
 
-      auto qd = q.detach().to(torch::kDouble).requires_grad_(true), kd = k.detach().to(torch::kDouble).requires_grad_(true),
-           vd = v.detach().to(torch::kDouble).requires_grad_(true);
+      auto [qd, kd, vd] = in_double({q, k, v});
       auto md = mask.defined() ? mask.detach().to(torch::kDouble).requires_grad_(learned) : torch::Tensor();
       auto want = attention_formula(qd, kd, vd, md, scale);
       const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " tk=" + std::to_string(c.tk) + " threads=" + std::to_string(threads);
@@ -117,9 +118,7 @@ TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
   if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 instructions: poslab would not autocast here";
   for (const auto& c : kCases) {
     torch::manual_seed(4);
-    auto q = torch::randn({c.B, c.H, c.tq, c.hs}).requires_grad_(true);
-    auto k = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
-    auto v = torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true);
+    auto [q, k, v] = draw_qkv(c);
     auto mask = make_mask(c);
     const double scale = 1.0 / std::sqrt(static_cast<double>(c.hs));
     torch::Tensor y;
@@ -130,8 +129,7 @@ TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
       y = fused_attention(q, k, v, mask, scale);
     }
     ASSERT_EQ(y.scalar_type(), torch::kBFloat16) << c.mask;
-    auto qd = q.detach().to(torch::kDouble).requires_grad_(true), kd = k.detach().to(torch::kDouble).requires_grad_(true),
-         vd = v.detach().to(torch::kDouble).requires_grad_(true);
+    auto [qd, kd, vd] = in_double({q, k, v});
     auto want = attention_formula(qd, kd, vd, mask.defined() ? mask.to(torch::kDouble) : torch::Tensor(), scale);
     EXPECT_LE(max_abs_diff(y.detach(), want), 0.03 * want.abs().max().item<double>()) << c.mask;
     auto g = torch::randn(y.sizes());

@@ -10,9 +10,13 @@
 
 #include "model/fused_ops.h"
 #include "model/positional/positional.h"
+#include "test_fused.h"
 #include "util/runtime.h"
 
 using namespace poslab;
+using poslab::testing::FusedOn;
+using poslab::testing::max_abs_diff;
+using poslab::testing::ThreadCount;
 
 namespace {
 
@@ -35,10 +39,6 @@ torch::Tensor gelu_derivative_formula(const torch::Tensor& x) {
   return d;
 }
 
-double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a.to(torch::kDouble) - b.to(torch::kDouble)).abs().max().item<double>();
-}
-
 // Inputs over GELU's whole range: most near 0, some far out where erf saturates, and exact 0.
 torch::Tensor gelu_inputs(int64_t n) {
   torch::manual_seed(7);
@@ -47,18 +47,6 @@ torch::Tensor gelu_inputs(int64_t n) {
   x[0] = 0.0f;
   return x;
 }
-
-// Every test here runs with the fused ops switched on (the process default is off), as train.fused_ops=true.
-struct FusedOn : ::testing::Test {
-  void SetUp() override { set_fused_ops(true); }
-  void TearDown() override { set_fused_ops(false); }
-};
-
-struct ThreadCount {
-  int saved = at::get_num_threads();
-  explicit ThreadCount(int n) { at::set_num_threads(n); }
-  ~ThreadCount() { at::set_num_threads(saved); }
-};
 
 }  // namespace
 

@@ -25,6 +25,8 @@ struct MaskView {
   torch::Tensor expanded;  // keeps the data alive
   const float* data = nullptr;
   int64_t sb = 0, sh = 0, sq = 0;
+  // Block bh = b H + h's first row, or null without a mask.
+  const float* block(int64_t bh, int64_t H) const { return data != nullptr ? data + (bh / H) * sb + (bh % H) * sh : nullptr; }
 };
 
 MaskView mask_view(const torch::Tensor& mask, at::IntArrayRef sizes) {
@@ -55,7 +57,7 @@ std::pair<torch::Tensor, torch::Tensor> softmax_forward(const torch::Tensor& s, 
   for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
     std::vector<float> buf(tk);
     for (int64_t bh = b0; bh < b1; ++bh) {
-      const float* mp = mv.data != nullptr ? mv.data + (bh / H) * mv.sb + (bh % H) * mv.sh : nullptr;
+      const float* mp = mv.block(bh, H);
       const int64_t at = bh * tq * tk;
       if (is_float)
         kernels::attention_softmax_forward(s.data_ptr<float>() + at, mp, mv.sq, tq, tk, offset, static_cast<float>(scale),
@@ -95,7 +97,7 @@ struct AttentionSoftmaxFunction : torch::autograd::Function<AttentionSoftmaxFunc
     for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
       std::vector<float> buf(tk);
       for (int64_t bh = b0; bh < b1; ++bh) {
-        const float* mp = mv.data != nullptr ? mv.data + (bh / H) * mv.sb + (bh % H) * mv.sh : nullptr;
+        const float* mp = mv.block(bh, H);
         const int64_t at = bh * tq * tk;
         float* dap = mask_grad ? datt.data_ptr<float>() + at : nullptr;
         if (is_float)

@@ -148,22 +148,21 @@ torch::Tensor rotary_rows(const torch::Tensor& x, const torch::Tensor& cos, cons
   const int64_t B = x.size(0), H = x.size(1), T = x.size(2), P = x.size(3) / 2;
   auto y = torch::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
   const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
-  const bool is_float = x.scalar_type() == torch::kFloat;
-  at::parallel_for(0, B * H * T, /*grain_size=*/std::max<int64_t>(1, 16384 / std::max<int64_t>(1, 2 * P)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
-      const int64_t at = b * x.stride(0) + h * x.stride(1) + t * x.stride(2);
-      if (is_float) {
-        const float* xr = x.data_ptr<float>() + at;
-        float* yr = y.data_ptr<float>() + r * 2 * P;
-        backward ? kernels::rotary_backward(xr, cp + t * P, sp + t * P, yr, P) : kernels::rotary_forward(xr, cp + t * P, sp + t * P, yr, P);
-      } else {
-        const bf16* xr = bf16_data(x) + at;
-        bf16* yr = bf16_data(y) + r * 2 * P;
-        backward ? kernels::rotary_backward(xr, cp + t * P, sp + t * P, yr, P) : kernels::rotary_forward(xr, cp + t * P, sp + t * P, yr, P);
+  const int64_t s0 = x.stride(0), s1 = x.stride(1), s2 = x.stride(2);
+  // One row of each type: the same loop over the rows, the data pointers looked up once.
+  auto rows = [&](const auto* xp, auto* yp) {
+    at::parallel_for(0, B * H * T, /*grain_size=*/std::max<int64_t>(1, 16384 / std::max<int64_t>(1, 2 * P)), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t b = r / (H * T), h = (r / T) % H, t = r % T;
+        const auto* xr = xp + b * s0 + h * s1 + t * s2;
+        auto* yr = yp + r * 2 * P;
+        if (backward) kernels::rotary_backward(xr, cp + t * P, sp + t * P, yr, P);
+        else kernels::rotary_forward(xr, cp + t * P, sp + t * P, yr, P);
       }
-    }
-  });
+    });
+  };
+  if (x.scalar_type() == torch::kFloat) rows(x.data_ptr<float>(), y.data_ptr<float>());
+  else rows(bf16_data(x), bf16_data(y));
   return y;
 }
 
