@@ -119,8 +119,9 @@ json stats_at_length(GPT& model, const Corpus& corpus, const Config& c, int leng
   r["example"] = example;
   r["map_block"] = (T + o.map_size - 1) / o.map_size;
   r["maps"] = maps;  // (L, H, n, n)
-  spdlog::info("attention length {:>5} ({} tokens): {} layers, mean distance {:.2f}", length, tokens, L,
-               (sums[0] / static_cast<double>(n_stats)).mean().item<double>());
+  if (!o.quiet)
+    spdlog::info("attention length {:>5} ({} tokens): {} layers, mean distance {:.2f}", length, tokens, L,
+                 (sums[0] / static_cast<double>(n_stats)).mean().item<double>());
   return r;
 }
 

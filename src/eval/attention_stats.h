@@ -48,6 +48,7 @@ struct AttentionOptions {
   int sequences = 8;         // validation sequences averaged at each length
   int example = 0;           // which validation sequence gives the maps
   int map_size = 64;         // maps pooled to at most this many positions a side
+  bool quiet = false;        // no line per length (compare's reports)
 };
 
 // {"lengths": [{length, tokens, status, distance (L, H), entropy, entropy_norm, first_share, maps (L, H, n, n)}]}

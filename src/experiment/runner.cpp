@@ -6,7 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -100,50 +104,119 @@ static void run_eval_grid(const Experiment& e, const CompareOptions& o, std::map
   }
 }
 
-// Attention statistics for the report, once per finished cell: a couple of validation sequences at
-// the cell's eval lengths (seconds, next to minutes of training). A failure costs only the picture.
-static void cell_attention(const Experiment& e, const CompareOptions& o) {
-  const auto level = spdlog::get_level();
-  spdlog::set_level(spdlog::level::warn);  // one line per cell here, not one per length
-  for (const auto& c : e.cells) {
-    const std::string dir = cell_dir(o.out, c);
-    if (!c.error.empty() || !cell_finished(dir) || file_exists(dir + "/attention.json")) continue;
+// What follows a finished cell in this process: its retrieval probes (a second or so each), then the
+// attention statistics for the report. One worker thread does it beside the cells still training, so it
+// fills the cores' slack (start-ups, the last cell alone) instead of a phase of its own after them: on 2
+// cores the main job's 21 probes took 16 s after the cells (docs/benchmarks.md). Always on one intra-op
+// thread: while cells train the cores are theirs, and a fixed count keeps the scores independent of which
+// cells happened to be running (a probe's log-probabilities differ in the 8th digit between 1 and 2
+// threads). One worker rather than several: the thread count and the fused-ops switch are process-wide. A
+// failure is reported and costs only that cell's probe columns or attention picture; the loss results stand.
+class FollowUps {
+ public:
+  FollowUps(const Experiment& e, const CompareOptions& o) : e_(e), o_(o) {
+    for (const auto& c : e.cells)
+      if (c.error.empty()) planned_ += static_cast<int>(pending_probes(c).size());
+    worker_ = std::thread([this] { work(); });
+  }
+  ~FollowUps() { finish(); }
+  FollowUps(const FollowUps&) = delete;
+  FollowUps& operator=(const FollowUps&) = delete;
+
+  // A cell that finished: its probes and statistics are queued.
+  void add(const Cell& c) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(&c);
+    }
+    wake_.notify_one();
+  }
+  // A cell that failed: its probes leave the count.
+  void failed(const Cell& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    planned_ -= static_cast<int>(pending_probes(c).size());
+  }
+  // No more cells: returns when what is queued is done (or a stop was asked for).
+  void finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    wake_.notify_one();
+    if (worker_.joinable()) worker_.join();
+  }
+
+ private:
+  std::vector<std::string> pending_probes(const Cell& c) const {
+    std::vector<std::string> tasks;
+    for (auto it = e_.probes.begin(); it != e_.probes.end(); ++it)
+      if (!file_exists(cell_dir(o_.out, c) + "/probe-" + it.key() + ".json")) tasks.push_back(it.key());
+    return tasks;
+  }
+
+  void work() {
+    for (;;) {
+      const Cell* c = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [&] { return !queue_.empty() || closed_; });
+        if (queue_.empty()) return;
+        c = queue_.front();
+        queue_.pop_front();
+      }
+      if (stop_requested()) continue;  // drain without work: the next run of the command does it
+      try {
+        follow(*c);
+      } catch (const std::exception& ex) {  // a thread must not let one escape
+        spdlog::warn("{}: probes and attention statistics skipped: {}", c->name, ex.what());
+      }
+    }
+  }
+
+  void follow(const Cell& c) {
+    const std::string dir = cell_dir(o_.out, c);
+    for (const auto& task : pending_probes(c)) {
+      if (stop_requested()) return;
+      const auto t0 = std::chrono::steady_clock::now();
+      const int k = ++done_;
+      try {
+        ProbeOptions po = probe_options_from_json(task, e_.probes[task], "probes." + task);
+        po.quiet = true;
+        po.threads = 1;
+        const json p = probe_run(dir, po);
+        spdlog::info("[probe {}/{}] {} {}: effective length {} ({})", k, planned(), c.name, task, p["effective_length"].dump(),
+                     format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+      } catch (const std::exception& ex) {
+        spdlog::warn("[probe {}/{}] {} {} failed: {}", k, planned(), c.name, task, ex.what());
+      }
+    }
+    if (stop_requested() || file_exists(dir + "/attention.json")) return;
     try {
       AttentionOptions ao;
       ao.sequences = 2;
       ao.map_size = 48;
+      ao.quiet = true;  // one line per length would bury the cells' progress
       attention_run(dir, ao);
     } catch (const std::exception& ex) {
       spdlog::warn("{}: attention statistics skipped: {}", c.name, ex.what());
     }
   }
-  spdlog::set_level(level);
-}
 
-// The experiment's retrieval probes, once per finished cell (in this process: seconds a cell). A failure
-// is reported and leaves the cell's probe columns empty; the loss results stand.
-static void cell_probes(const Experiment& e, const CompareOptions& o) {
-  std::vector<std::pair<const Cell*, std::string>> todo;
-  for (const auto& c : e.cells)
-    for (auto it = e.probes.begin(); it != e.probes.end(); ++it)
-      if (c.error.empty() && cell_finished(cell_dir(o.out, c)) && !file_exists(cell_dir(o.out, c) + "/probe-" + it.key() + ".json"))
-        todo.push_back({&c, it.key()});
-  int done = 0;
-  for (const auto& [c, task] : todo) {
-    if (stop_requested()) return;
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      ProbeOptions po = probe_options_from_json(task, e.probes[task], "probes." + task);
-      po.quiet = true;
-      po.threads = default_threads();  // one probe at a time here: all cores, whatever -j gave the cell
-      const json p = probe_run(cell_dir(o.out, *c), po);
-      spdlog::info("[probe {}/{}] {} {}: effective length {} ({})", ++done, todo.size(), c->name, task, p["effective_length"].dump(),
-                   format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
-    } catch (const std::exception& ex) {
-      spdlog::warn("[probe {}/{}] {} {} failed: {}", ++done, todo.size(), c->name, task, ex.what());
-    }
+  int planned() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return planned_;
   }
-}
+
+  const Experiment& e_;
+  const CompareOptions& o_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<const Cell*> queue_;
+  bool closed_ = false;
+  int planned_ = 0;
+  std::atomic<int> done_{0};
+  std::thread worker_;
+};
 
 static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures);
 
@@ -165,11 +238,17 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   const int n = static_cast<int>(e.cells.size());
   std::map<std::string, std::string> failures;  // cell name -> error
   std::vector<int> todo;
+  FollowUps follow_ups(e, o);
   for (int i = 0; i < n; ++i) {
     const auto& c = e.cells[i];
-    if (!c.error.empty()) failures[c.name] = c.error;
-    else if (cell_finished(cell_dir(o.out, c))) spdlog::info("[{}/{}] {}: finished earlier, skipped", i + 1, n, c.name);
-    else todo.push_back(i);
+    if (!c.error.empty()) {
+      failures[c.name] = c.error;
+    } else if (cell_finished(cell_dir(o.out, c))) {
+      spdlog::info("[{}/{}] {}: finished earlier, skipped", i + 1, n, c.name);
+      follow_ups.add(c);  // its probes, where an interrupted run left them undone
+    } else {
+      todo.push_back(i);
+    }
   }
   const int threads_per_job = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, o.jobs));
   std::map<pid_t, int> running;
@@ -211,17 +290,19 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     if (ok) {
       spdlog::info("[{}/{}] {} done in {} (elapsed {})", done, total, c.name, format_duration(secs),
                    format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+      follow_ups.add(c);
     } else if (WIFEXITED(status) && WEXITSTATUS(status) == 130) {
       spdlog::warn("[{}/{}] {} interrupted; re-run the same command to resume it", done, total, c.name);
+      follow_ups.failed(c);
     } else {
       failures[c.name] = last_error(cell_log(o.out, c));
       spdlog::error("[{}/{}] {} failed: {}", done, total, c.name, failures[c.name]);
+      follow_ups.failed(c);
     }
     running.erase(it);
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
-  if (!stop_requested()) cell_probes(e, o);
-  if (!stop_requested()) cell_attention(e, o);
+  follow_ups.finish();
   if (o.shard.active()) {
     spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);
     json failed = json::array();

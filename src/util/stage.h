@@ -17,9 +17,9 @@ class Stage {
   Stage(const Stage&) = delete;
   Stage& operator=(const Stage&) = delete;
 
-  // The innermost stage an exception left; empty when none did.
+  // The innermost stage an exception left on this thread; empty when none did.
   static std::string& failed_stage() {
-    static std::string stage;
+    static thread_local std::string stage;
     return stage;
   }
 

@@ -138,6 +138,25 @@ if unlearned:
     for name, (k, n) in some.items():
         assert (("%s %d of %d" % (name, k, n)) in w) == (k > 0), (name, k, n, w)
 PY
+# compare probes each cell on one thread beside the cells still training: the same documents and scores as
+# `poslab probe` alone with the experiment's options (on all cores: log-probabilities to rounding).
+cp cmp/cells/kind=alibi_seed=2/probe-passkey.json in_compare.json
+"$POSLAB" probe --run cmp/cells/kind=alibi_seed=2 --lengths 64,128 --trials 5 --depths 0,1 --no-plot > /dev/null 2>&1
+check "a probe inside compare scores as the probe command does" /usr/bin/python3 - in_compare.json cmp/cells/kind=alibi_seed=2/probe-passkey.json <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert len(a["results"]) == len(b["results"]) > 0 and a["effective_length"] == b["effective_length"]
+for x, y in zip(a["results"], b["results"]):
+    la, lb = x.pop("key_logprob"), y.pop("key_logprob")
+    assert abs(la - lb) <= 1e-6 * max(1.0, abs(lb)), (la, lb)
+    assert x == y, (x, y)
+PY
+# A finished experiment run again probes only the cells whose probe is missing, and trains nothing.
+rm cmp/cells/kind=rope_seed=1/probe-passkey.json
+"$POSLAB" compare -c exp.json --out cmp > rerun.out 2>&1
+check "a re-run probes the cell whose probe is missing" test -s cmp/cells/kind=rope_seed=1/probe-passkey.json
+check "a re-run probes only that cell" test "$(grep -c '\[probe ' rerun.out)" -eq 1
+check "a re-run trains nothing" test "$(grep -c 'finished earlier, skipped' rerun.out)" -eq 4
 # The same cells with retrieval made perfect at 64 tokens and absent at 128 (probe files rewritten, then
 # aggregated again): the loss leader at 128 is named as disagreeing with retrieval.
 /usr/bin/python3 - cmp <<'PY'
