@@ -2,7 +2,7 @@
 """Checks poslab's forward and backward against the PyTorch twin (poslab_ref.py).
 
     ./build/poslab fixture --config CONFIG --out DIR [--set model.pos_encoding.kind=rope]
-    /usr/bin/python3 scripts/reference/check_parity.py DIR [--rtol 1e-5] [--atol 1e-6]
+    /usr/bin/python3 scripts/reference/check_parity.py DIR [DIR ...] [--rtol 1e-5] [--atol 1e-6]
 
 DIR holds config.json, model.pt (name -> tensor) and fixture.pt (x, y, the positions poslab used,
 logits, loss and grad.<name> for every parameter). The twin loads the weights, runs forward and backward in fp32 on
@@ -33,6 +33,8 @@ Two further checks, printed on their own lines:
 Exit status: 0 pass, 1 fail, 77 when torch is missing (CTest's skip code).
 """
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -87,12 +89,31 @@ def check_data(config, x, y):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("fixture_dir")
+    ap.add_argument("fixture_dirs", nargs="+", metavar="fixture_dir",
+                    help="one or more; each report also goes to DIR/parity.log (one process: torch loads once)")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-6)
     args = ap.parse_args()
+    if len(args.fixture_dirs) == 1:
+        return check_fixture(args.fixture_dirs[0], args)
+    status = 0
+    for d in args.fixture_dirs:
+        buf = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(buf):
+                rc = check_fixture(d, args)
+        except Exception as e:  # one broken fixture fails its own line, not the rest
+            buf.write(f"parity ?: FAIL ({type(e).__name__}: {e})\n")
+            rc = 1
+        with open(os.path.join(d, "parity.log"), "w") as f:
+            f.write(buf.getvalue())
+        print(buf.getvalue())
+        status = status or rc
+    return status
 
-    d = args.fixture_dir
+
+def check_fixture(d, args):
+    """Prints one fixture's report; 0 when every quantity passes."""
     with open(os.path.join(d, "config.json")) as f:
         config = json.load(f)
     weights = load_weights(os.path.join(d, "model.pt"))

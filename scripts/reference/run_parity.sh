@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Parity of poslab's model with the PyTorch twin, for every positional encoding.
 #   scripts/reference/run_parity.sh POSLAB_BINARY
-# For each kind and two small models: `poslab fixture` in a temp dir, then check_parity.py on it;
+# For each kind and two small models: `poslab fixture` in a temp dir, then check_parity.py on them all;
 # then check_formulas.py (the twin's formulas against textbook definitions).
 # Exit: 0 all pass, 77 python3-torch missing (CTest skip), 1 otherwise.
 set -u
@@ -16,6 +16,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 if [ -n "${POSLAB_PARITY_PYTHON:-}" ]; then PY=$POSLAB_PARITY_PYTHON
 elif [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
 export PYTHONDONTWRITEBYTECODE=1  # keep the source tree clean when run from CTest
+export OPENBLAS_NUM_THREADS=1   # no OpenBLAS threads spinning at each poslab start (tests/cli/lib.sh)
 
 if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
   echo "SKIP: python3-torch is not installed (for $PY)"
@@ -63,6 +64,10 @@ kinds="none index binary sinusoidal learned rope alibi xpos t5 kerple_log kerple
   alibi:train.fused_ops=false"
 summary=""
 failed=0
+# First every fixture, then one Python process checks them all (importing torch once, not 58 times);
+# each fixture's report lands in its own DIR/parity.log.
+dirs=()
+labels=()
 for entry in $kinds; do
   IFS=: read -r kind opts <<<"$entry"
   sets=(--set "$P.kind=$kind")
@@ -78,18 +83,23 @@ for entry in $kinds; do
       failed=1
       continue
     fi
-    "$PY" "$HERE/check_parity.py" "$dir" >"$TMP/$name.log" 2>&1
-    rc=$?
-    cat "$TMP/$name.log"
-    echo
-    verdict=$(grep '^parity ' "$TMP/$name.log" | tail -n 1)
-    if [ $rc -eq 0 ]; then
-      summary+="  [$variant] ${verdict:-parity $kind: PASS}${opts:+ ($opts)}"$'\n'
-    else
-      summary+="  [$variant] ${verdict:-parity $kind: FAIL (check_parity.py exited $rc)}${opts:+ ($opts)}"$'\n'
-      failed=1
-    fi
+    dirs+=("$dir")
+    labels+=("[$variant]|$kind|$opts")
   done
+done
+if [ ${#dirs[@]} -gt 0 ]; then
+  "$PY" "$HERE/check_parity.py" "${dirs[@]}"
+  echo
+fi
+for i in "${!dirs[@]}"; do
+  IFS='|' read -r variant kind opts <<<"${labels[$i]}"
+  verdict=$(grep '^parity ' "${dirs[$i]}/parity.log" 2>/dev/null | tail -n 1)
+  if [[ "$verdict" == *": PASS"* ]]; then
+    summary+="  $variant $verdict${opts:+ ($opts)}"$'\n'
+  else
+    summary+="  $variant ${verdict:-parity $kind: FAIL (check_parity.py wrote no verdict)}${opts:+ ($opts)}"$'\n'
+    failed=1
+  fi
 done
 
 # The formulas themselves against textbook definitions (independent of poslab).

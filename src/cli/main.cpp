@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
   // runs as fast under OpenMP's own default.
   if (std::getenv("OMP_WAIT_POLICY") == nullptr && command_trains(argc, argv)) {
     ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+    // Under spinning workers OpenBLAS runs one thread anyway (util/runtime.cpp): saying so before it
+    // loads keeps it from starting threads that spin ~0.1 s first, in this process and in compare's cells.
+    ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
     ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
   }
   // Blocked evaluation attention allocates and frees ~20 MiB of scores per query block. glibc

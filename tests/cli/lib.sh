@@ -5,6 +5,10 @@ CLI_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)  # tests/cli, for the Pyth
 WORK=$(mktemp -d)
 trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT  # KEEP_WORK=1 keeps it, to look at after a failure
 export OMP_WAIT_POLICY=PASSIVE
+# OpenBLAS starts its threads as it loads, and they spin ~0.1 s before sleeping: a CPU-second per ten
+# poslab starts, taken from the test running beside this one (cli_errors: 97 -> 71 CPU-seconds). poslab
+# still sets the count it wants once it runs matmuls (util/runtime.cpp).
+export OPENBLAS_NUM_THREADS=1
 passed=0
 failed=0
 
