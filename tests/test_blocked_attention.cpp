@@ -13,7 +13,7 @@ namespace {
 
 // A tiny model whose encoding parameters are random too: several start at zero (CoPE's table, T5's
 // buckets), where a wrong block of bias rows would go unnoticed.
-GPT random_model(const std::string& kind, bool bias_heavy = false) {
+GPT blocked_model(const std::string& kind, bool bias_heavy = false) {
   torch::manual_seed(1);
   auto config = tiny(kind);
   config.n_head = 4;
@@ -35,7 +35,7 @@ torch::Tensor logits_with_block(GPT& model, const torch::Tensor& idx, int64_t bl
 class BlockedEveryKind : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(BlockedEveryKind, BlocksEqualWholeAttention) {
-  auto model = random_model(GetParam());
+  auto model = blocked_model(GetParam());
   torch::NoGradGuard no_grad;
   for (int64_t T : {32, 29, 9}) {  // multiples of the block of 8 and not; 9 leaves a block of one query
     auto idx = torch::randint(0, 11, {3, T}, torch::kLong);
@@ -54,7 +54,7 @@ TEST_P(BlockedEveryKind, BlocksEqualWholeAttention) {
 // by 3.6-8% (the embedding kinds' small logits by 0.5%; CoPE builds the whole mask, as in fp32).
 TEST_P(BlockedEveryKind, BlocksEqualWholeAttentionUnderBf16Autocast) {
   if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 instructions: poslab would not autocast here";
-  auto model = random_model(GetParam());
+  auto model = blocked_model(GetParam());
   torch::NoGradGuard no_grad;
   Runtime rt;
   rt.bf16 = true;
@@ -73,7 +73,7 @@ TEST_P(BlockedEveryKind, BlocksEqualWholeAttentionUnderBf16Autocast) {
 }
 
 TEST_P(BlockedEveryKind, BlocksAreTakenOnlyWithoutAutograd) {
-  auto model = random_model(GetParam());
+  auto model = blocked_model(GetParam());
   model->query_block = 4;
   EXPECT_EQ(model->query_block_for(2, 32), 32) << "training must attend whole (autograd is on)";
   torch::NoGradGuard no_grad;
@@ -85,7 +85,7 @@ INSTANTIATE_TEST_SUITE_P(Kinds, BlockedEveryKind, ::testing::ValuesIn(encoding_k
                          [](const auto& info) { return info.param; });
 
 TEST(BlockedAttention, BlockSizedToTheBudget) {
-  auto model = random_model("alibi");
+  auto model = blocked_model("alibi");
   torch::NoGradGuard no_grad;
   const int64_t B = 2, T = 4096, H = model->config.n_head;
   model->attention_budget_bytes = int64_t{8} << 20;

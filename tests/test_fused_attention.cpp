@@ -201,12 +201,8 @@ TEST_F(FusedAttentionOn, AppliesOnlyToCpuFloatAndBfloat16WithTheOpsOn) {
 
 // The whole model, every kind, in float: the fused ops on against LibTorch's ops, loss and every
 // parameter's gradient (the kinds with a bias pass it as the mask, with its gradient for the learned ones).
-// The built-in kinds, listed before any test registers one of its own (test_registry.cpp adds kinds that
-// need parameters of their own).
-const std::vector<std::string> kBuiltInKinds = encoding_kinds();
-
 TEST(FusedAttentionModel, EveryKindGivesLibTorchsLossAndGradients) {
-  for (const auto& kind : kBuiltInKinds) {
+  for (const auto& kind : poslab::testing::kBuiltInKinds) {
     torch::manual_seed(2);
     auto config = poslab::testing::tiny(kind);
     GPT model(config);

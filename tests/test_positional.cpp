@@ -5,6 +5,7 @@
 
 #include "model/positional/bias.h"
 #include "model/positional/positional.h"
+#include "test_models.h"
 
 using namespace poslab;
 
@@ -127,7 +128,7 @@ TEST(Learned, RefusesPositionsPastTable) {
 }
 
 TEST(OtherKinds, AcceptAnyLength) {
-  for (const auto& kind : encoding_kinds())
+  for (const auto& kind : poslab::testing::kBuiltInKinds)
     if (kind != "learned") EXPECT_NO_THROW(make(kind)->check_length(100000)) << kind;
 }
 
@@ -166,7 +167,7 @@ TEST(Families, EachKindUsesOnlyItsHook) {
   auto x = torch::randn({1, 6, 16});
   auto q = torch::randn({1, 2, 6, 8}), k = torch::randn({1, 2, 6, 8});
   auto positions = torch::arange(6, torch::kLong);
-  for (const auto& kind : encoding_kinds()) {
+  for (const auto& kind : poslab::testing::kBuiltInKinds) {
     auto pe = make(kind);
     const bool embeds = !torch::equal(pe->embed(x, positions), x);
     const bool rotates = !torch::equal(pe->rotate(q, k, positions).first, q);

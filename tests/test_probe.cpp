@@ -176,7 +176,7 @@ TEST(ProbeStats, EffectiveLengthRule) {
   EXPECT_EQ(effective_length({{64, 5, 5}}, 0.85), 0) << "5 of 5 is not enough evidence for 0.85 (bound 0.566)";
 }
 
-static GPT random_model(const std::string& kind, int64_t vocab) {
+static GPT probe_model_of(const std::string& kind, int64_t vocab) {
   ModelConfig m = poslab::testing::tiny(kind);
   m.vocab_size = vocab;
   m.block_size = 64;
@@ -192,7 +192,7 @@ static GPT random_model(const std::string& kind, int64_t vocab) {
 // the key" (greedy reproduces the key iff each digit is the argmax given the true prefix).
 TEST(ProbeScoring, CachedEqualsRecomputedAndTeacherForcing) {
   for (const std::string kind : {"rope", "alibi", "sinusoidal", "none"}) {
-    auto model = random_model(kind, 12);
+    auto model = probe_model_of(kind, 12);
     torch::manual_seed(3);
     auto docs = torch::randint(0, 12, {9, 41}, torch::kLong);
     // Make some keys the model's own greedy continuation, so exact matches occur.
@@ -224,7 +224,7 @@ TEST(ProbeScoring, CachedEqualsRecomputedAndTeacherForcing) {
 // logprob = the mean log-probability of the answers; checked against per-position loops over one
 // forward pass, with rows made right on purpose so that exact matches occur.
 TEST(ProbeScoring, MqarAnswersScoredAtTheirPositions) {
-  auto model = random_model("alibi", 12);
+  auto model = probe_model_of("alibi", 12);
   torch::manual_seed(4);
   const int64_t N = 6, T = 20;
   auto x = torch::randint(0, 12, {N, T}, torch::kLong);
