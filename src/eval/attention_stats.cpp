@@ -169,7 +169,9 @@ json attention_run(const std::string& dir, AttentionOptions o) {
   auto run = load_run(dir);
   const Config& c = run.config;
   if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
-  Runtime rt = make_runtime(c);
+  Config rc = c;
+  if (o.threads > 0) rc.train.threads = o.threads;
+  Runtime rt = make_runtime(rc);
   run.model->to(rt.device);
   auto corpus = make_corpus(c, run.tokenizer);
   json out = attention_stats(run.model, *corpus, c, o, rt);

@@ -49,6 +49,7 @@ struct AttentionOptions {
   int example = 0;           // which validation sequence gives the maps
   int map_size = 64;         // maps pooled to at most this many positions a side
   bool quiet = false;        // no line per length (compare's reports)
+  int threads = 0;           // intra-op threads; 0: the run's train.threads
 };
 
 // {"lengths": [{length, tokens, status, distance (L, H), entropy, entropy_norm, first_share, maps (L, H, n, n)}]}

@@ -196,6 +196,9 @@ class FollowUps {
       ao.sequences = 2;
       ao.map_size = 48;
       ao.quiet = true;  // one line per length would bury the cells' progress
+      // One thread, as the probes: with spinning OpenMP workers (compare's default) a team of two would
+      // keep a core busy beside the cells still training long after its work.
+      ao.threads = 1;
       attention_run(dir, ao);
     } catch (const std::exception& ex) {
       spdlog::warn("{}: attention statistics skipped: {}", c.name, ex.what());
