@@ -90,7 +90,7 @@ def check_data(config, x, y):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("fixture_dirs", nargs="+", metavar="fixture_dir",
-                    help="one or more; each report also goes to DIR/parity.log (one process: torch loads once)")
+                    help="one or more (one process: torch loads once); with several, each report also goes to DIR/parity.log")
     ap.add_argument("--rtol", type=float, default=1e-5)
     ap.add_argument("--atol", type=float, default=1e-6)
     args = ap.parse_args()

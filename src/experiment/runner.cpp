@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -217,7 +216,7 @@ class FollowUps {
   std::deque<const Cell*> queue_;
   bool closed_ = false;
   int planned_ = 0;
-  std::atomic<int> done_{0};
+  int done_ = 0;  // probes started, counted by the worker alone
   std::thread worker_;
 };
 
