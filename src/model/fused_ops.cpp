@@ -19,15 +19,6 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using kernels::bf16;
 
-bool cpu_autocast_bf16() {
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  return at::autocast::is_autocast_enabled(at::kCPU) && at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16;
-#else
-  return at::autocast::is_cpu_enabled() && at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
-#endif
-}
-
-
 // Element-wise work in chunks of at least 16k elements: below that a thread's start costs more than it saves.
 template <class F>
 void for_elements(int64_t n, F body) {
@@ -182,6 +173,14 @@ struct RotaryFunction : torch::autograd::Function<RotaryFunction> {
 bool on_cpu_float(const torch::Tensor& t) { return !t.defined() || (t.device().is_cpu() && t.scalar_type() == torch::kFloat); }
 
 }  // namespace
+
+bool cpu_autocast_bf16() {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+  return at::autocast::is_autocast_enabled(at::kCPU) && at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16;
+#else
+  return at::autocast::is_cpu_enabled() && at::autocast::get_autocast_cpu_dtype() == at::kBFloat16;
+#endif
+}
 
 void set_fused_ops(bool enabled) { g_enabled = enabled; }
 bool fused_ops_enabled() { return g_enabled; }

@@ -12,6 +12,9 @@ namespace poslab {
 void set_fused_ops(bool enabled);
 bool fused_ops_enabled();
 
+// Whether bf16 autocast is on for the CPU on this thread.
+bool cpu_autocast_bf16();
+
 // torch::gelu (exact, erf form).
 torch::Tensor fused_gelu(const torch::Tensor& x);
 // torch::layer_norm over the last dimension; bias may be undefined. Its output is bfloat16 when bf16

@@ -6,10 +6,16 @@
 #include <limits>
 
 #include "model/fused_attention.h"
+#include "model/fused_linear.h"
 #include "model/fused_ops.h"
 
 namespace poslab {
 namespace F = torch::nn::functional;
+
+// A Linear module's product through fused_linear: one autograd node under bf16 autocast on the CPU.
+static torch::Tensor linear(const torch::nn::Linear& layer, const torch::Tensor& x) {
+  return fused_linear(x, layer->weight, layer->bias);
+}
 
 LayerNormImpl::LayerNormImpl(int64_t n_embd, bool with_bias) {
   weight = register_parameter("weight", torch::ones({n_embd}));
@@ -31,7 +37,7 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shar
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
                                                const AttentionBias& bias, LayerKV* kv) {
   const auto B = x.size(0), T = x.size(1), C = x.size(2);
-  auto qkv = c_attn(x).split(C, /*dim=*/2);
+  auto qkv = linear(c_attn, x).split(C, /*dim=*/2);
   auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
   auto k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
   auto v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
@@ -52,7 +58,7 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
     y = attend(q, k, v, bias.whole, bias.causal_only, p_drop);
   }
   y = y.transpose(1, 2).contiguous().view({B, T, C});
-  return resid_dropout(c_proj(y));
+  return resid_dropout(linear(c_proj, y));
 }
 
 bool CausalSelfAttentionImpl::takes_fused_kernel(const torch::Tensor& q) const {
@@ -145,7 +151,7 @@ MLPImpl::MLPImpl(const ModelConfig& c) {
   dropout = register_module("dropout", torch::nn::Dropout(c.dropout));
 }
 
-torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return dropout(c_proj(fused_gelu(c_fc(x)))); }
+torch::Tensor MLPImpl::forward(const torch::Tensor& x) { return dropout(linear(c_proj, fused_gelu(linear(c_fc, x)))); }
 
 BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImpl> pos) {
   ln_1 = register_module("ln_1", LayerNorm(c.n_embd, c.bias));
@@ -233,7 +239,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   }
   for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, bias);
   x = ln_f(x);
-  return F::linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
+  return fused_linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
 }
 
 torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cache) {
@@ -252,7 +258,7 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cac
   for (size_t i = 0; i < h->size(); ++i) x = (*h)[i]->as<Block>()->forward(x, positions, bias, &cache.layers[i]);
   cache.length += T;
   x = ln_f(x);
-  return F::linear(x, wte->weight);  // (B, T_new, vocab)
+  return fused_linear(x, wte->weight);  // (B, T_new, vocab)
 }
 
 static torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,
