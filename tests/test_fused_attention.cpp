@@ -140,6 +140,45 @@ TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
   }
 }
 
+// bfloat16 q, k and v, as the model's projection hands them over (with oneDNN, both products go to it
+// directly in one autograd node): the formula from the same rounded inputs, within bfloat16's rounding,
+// and the gradients of q, k, v and a learned bias, on one and two threads.
+TEST_F(FusedAttentionOn, Bfloat16InputsFollowTheFormulaAndItsGradients) {
+  for (int threads : {1, 2}) {
+    ThreadCount tc(threads);
+    for (const auto& c : kCases) {
+      torch::manual_seed(9);
+      auto [qf, kf, vf] = draw_qkv(c);
+      auto q = qf.detach().to(torch::kBFloat16).requires_grad_(true), k = kf.detach().to(torch::kBFloat16).requires_grad_(true),
+           v = vf.detach().to(torch::kBFloat16).requires_grad_(true);
+      auto mask = make_mask(c);
+      const bool learned = mask.defined() && c.mask != "causal2d";
+      if (learned) mask.requires_grad_(true);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.hs));
+      auto y = fused_attention(q, k, v, mask, scale);
+      ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+      ASSERT_EQ(y.sizes(), q.sizes());
+      auto [qd, kd, vd] = in_double({q, k, v});
+      auto md = mask.defined() ? mask.detach().to(torch::kDouble).requires_grad_(learned) : torch::Tensor();
+      auto want = attention_formula(qd, kd, vd, md, scale);
+      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " threads=" + std::to_string(threads);
+      EXPECT_LE(max_abs_diff(y.detach(), want), 0.03 * want.abs().max().item<double>()) << where;
+      auto g = torch::randn(y.sizes()).to(torch::kBFloat16);
+      y.backward(g);
+      want.backward(g.to(torch::kDouble));
+      for (auto [got, ref, name] : {std::make_tuple(q.grad(), qd.grad(), "dq"), std::make_tuple(k.grad(), kd.grad(), "dk"),
+                                    std::make_tuple(v.grad(), vd.grad(), "dv")}) {
+        ASSERT_EQ(got.scalar_type(), torch::kBFloat16) << where << " " << name;
+        EXPECT_LE(max_abs_diff(got, ref), 0.05 * ref.abs().max().item<double>()) << where << " " << name;
+      }
+      if (learned) {
+        ASSERT_EQ(mask.grad().sizes(), mask.sizes()) << where;
+        EXPECT_LE(max_abs_diff(mask.grad(), md.grad()), 0.05 * md.grad().abs().max().item<double>()) << where << " dmask";
+      }
+    }
+  }
+}
+
 // Keys past the causal limit and keys masked with -inf take exactly no weight: changing their values
 // changes nothing, bit for bit, in the output and in every gradient but their own (which is exactly 0).
 TEST_F(FusedAttentionOn, MaskedKeysTakeExactlyNoWeight) {
@@ -187,6 +226,20 @@ TEST_F(FusedAttentionOn, ThreadsAndGradientModeChangeNothing) {
   }
   EXPECT_TRUE(torch::equal(one, two));
   EXPECT_TRUE(torch::equal(one, no_grad));
+  // And in bfloat16 (the products on oneDNN where it is linked), gradients included.
+  auto run = [&](int threads, bool grad) {
+    ThreadCount tc(threads);
+    torch::AutoGradMode mode(grad);
+    auto qb = q.detach().to(torch::kBFloat16).requires_grad_(true);
+    auto y = fused_attention(qb, k.to(torch::kBFloat16), v.to(torch::kBFloat16), bias, 0.25);
+    if (grad) y.backward(torch::ones_like(y));
+    return std::make_pair(y.detach(), grad ? qb.grad() : torch::Tensor());
+  };
+  const auto [y1, dq1] = run(1, true);
+  const auto [y2, dq2] = run(2, true);
+  EXPECT_TRUE(torch::equal(y1, y2));
+  EXPECT_TRUE(torch::equal(dq1, dq2));
+  EXPECT_TRUE(torch::equal(y1, run(2, false).first));
 }
 
 TEST_F(FusedAttentionOn, AppliesOnlyToCpuFloatAndBfloat16WithTheOpsOn) {

@@ -61,18 +61,18 @@ TEST(Bf16Products, MatchTheFormulaForEveryLayoutAndOutputType) {
       const auto as = bf16_randn({M, 2 * K}).slice(1, 0, K * 2, 2);                 // no unit stride: copied
       for (const auto& [x, y] : {std::pair{a, b}, {at, b}, {a, bt}, {at, bt}, {as, b}}) {
         const auto expected = product_formula(x, y);
-        const auto f = bf16_mm(x, y, torch::kFloat);
+        const auto f = bf16_matmul(x, y, torch::kFloat);
         ASSERT_EQ(f.scalar_type(), torch::kFloat);
         ASSERT_EQ(f.sizes(), expected.sizes());
         EXPECT_LE(max_abs_diff(f, expected), float_tolerance(expected, K)) << M << "x" << K << "x" << N;
-        const auto h = bf16_mm(x, y, torch::kBFloat16);
+        const auto h = bf16_matmul(x, y, torch::kBFloat16);
         ASSERT_EQ(h.scalar_type(), torch::kBFloat16);
         EXPECT_LE(max_abs_diff(h, expected), bf16_tolerance(expected, K)) << M << "x" << K << "x" << N;
       }
       for (auto bias_type : {torch::kBFloat16, torch::kFloat}) {
         const auto bias = torch::randn({N}).to(bias_type);
         const auto expected = product_formula(a, b) + bias.to(torch::kDouble);
-        EXPECT_LE(max_abs_diff(bf16_mm(a, b, torch::kFloat, bias), expected), float_tolerance(expected, K))
+        EXPECT_LE(max_abs_diff(bf16_matmul(a, b, torch::kFloat, bias), expected), float_tolerance(expected, K))
             << "bias " << bias_type;
       }
     }
@@ -81,9 +81,9 @@ TEST(Bf16Products, MatchTheFormulaForEveryLayoutAndOutputType) {
 
 TEST(Bf16Products, AnEmptySumIsTheBiasAlone) {
   const auto a = torch::empty({3, 0}, torch::kBFloat16), b = torch::empty({0, 4}, torch::kBFloat16);
-  EXPECT_EQ(bf16_mm(a, b, torch::kFloat).abs().max().item<float>(), 0.0f);
+  EXPECT_EQ(bf16_matmul(a, b, torch::kFloat).abs().max().item<float>(), 0.0f);
   const auto bias = torch::randn({4});
-  EXPECT_TRUE(torch::equal(bf16_mm(a, b, torch::kFloat, bias), bias.expand({3, 4})));
+  EXPECT_TRUE(torch::equal(bf16_matmul(a, b, torch::kFloat, bias), bias.expand({3, 4})));
 }
 
 TEST_F(FusedOn, LinearUnderBf16AutocastMatchesTheFormulaForwardAndBackward) {

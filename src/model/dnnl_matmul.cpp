@@ -1,4 +1,4 @@
-// bf16_mm on oneDNN: a per-thread cache of matmul primitives keyed by shape, strides and types, their
+// bf16_matmul on oneDNN: a per-thread cache of matmul primitives keyed by sizes, strides and types, their
 // memory objects re-pointed at each call's tensors, and a per-thread scratchpad. Without oneDNN (other
 // LibTorch builds) the same products through LibTorch.
 #include "model/dnnl_matmul.h"
@@ -7,10 +7,26 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
 
-#include <array>
 #include <vector>
 
 namespace poslab {
+
+static torch::Tensor result_for(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type,
+                                const torch::Tensor& out) {
+  auto sizes = a.sizes().vec();
+  sizes.back() = b.size(-1);
+  if (!out.defined()) return torch::empty(sizes, torch::TensorOptions().dtype(out_type));
+  TORCH_CHECK(out.sizes() == at::IntArrayRef(sizes) && out.scalar_type() == out_type && out.stride(-1) == 1,
+              "bf16_matmul: out must be ", at::IntArrayRef(sizes), " of ", out_type, " with contiguous rows");
+  return out;
+}
+
+static torch::Tensor libtorch_matmul(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type,
+                                     const torch::Tensor& bias, const torch::Tensor& out) {
+  auto y = at::matmul(a, b);
+  if (bias.defined()) y = y + bias.to(torch::kBFloat16);
+  return result_for(a, b, out_type, out).copy_(y);
+}
 
 #if POSLAB_DNNL && DNNL_VERSION_MAJOR == 2
 namespace {
@@ -21,19 +37,19 @@ memory::data_type dnnl_type(c10::ScalarType t) {
   return t == torch::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
 }
 
-// A matrix oneDNN's blocked kernels take as it is: one of its dimensions has unit stride.
-bool plain(const torch::Tensor& t) {
-  return (t.stride(1) == 1 && t.stride(0) >= t.size(1)) || (t.stride(0) == 1 && t.stride(1) >= t.size(0));
+// An operand oneDNN's blocked kernels read as it is (others take slower ones): densely packed, its last
+// two dimensions in either order. A batch of rows a larger stride apart (q sliced out of q, k, v) is not.
+bool dense(const torch::Tensor& t) {
+  if (t.is_contiguous()) return true;
+  return t.transpose(-2, -1).is_contiguous();
 }
 
-struct Key {
-  std::array<int64_t, 7> dims;  // M, K, N, a's two strides, b's two strides
-  int types;                     // out type and bias type (0 = none)
-  bool operator==(const Key& o) const { return dims == o.dims && types == o.types; }
-};
+memory::desc desc_of(const torch::Tensor& t, memory::data_type type) {
+  return memory::desc(t.sizes().vec(), type, t.strides().vec());
+}
 
 struct Entry {
-  Key key;
+  std::vector<int64_t> key;  // sizes and strides of a, b and c, the types
   dnnl::matmul prim;
   memory a, b, c, bias, scratch;
 };
@@ -41,7 +57,7 @@ struct Entry {
 struct ThreadCache {
   dnnl::engine engine{dnnl::engine::kind::cpu, 0};
   dnnl::stream stream{engine};
-  std::vector<Entry> entries;  // a training step has ~20 shapes; evaluation at many lengths, more
+  std::vector<Entry> entries;  // a training step has ~25 shapes; evaluation at many lengths, more
   torch::Tensor scratchpad = torch::empty({0}, torch::kByte);
 };
 
@@ -50,23 +66,38 @@ ThreadCache& cache() {
   return c;
 }
 
-Entry& entry_for(ThreadCache& tc, const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type,
+std::vector<int64_t> key_of(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c,
+                            const torch::Tensor& bias) {
+  std::vector<int64_t> key;
+  for (const auto* t : {&a, &b, &c}) {
+    key.push_back(t->dim());
+    key.insert(key.end(), t->sizes().begin(), t->sizes().end());
+    key.insert(key.end(), t->strides().begin(), t->strides().end());
+  }
+  key.push_back(static_cast<int64_t>(c.scalar_type()));
+  key.push_back(bias.defined() ? 1 + static_cast<int64_t>(bias.scalar_type()) : 0);
+  return key;
+}
+
+Entry& entry_for(ThreadCache& tc, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& c,
                  const torch::Tensor& bias) {
-  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  const Key key{{M, K, N, a.stride(0), a.stride(1), b.stride(0), b.stride(1)},
-                static_cast<int>(out_type) * 64 + (bias.defined() ? 1 + static_cast<int>(bias.scalar_type()) : 0)};
+  auto key = key_of(a, b, c, bias);
   for (auto& e : tc.entries)
     if (e.key == key) return e;
   if (tc.entries.size() >= 256) tc.entries.clear();  // lengths without end (probes): start over
-  const memory::desc a_md({M, K}, memory::data_type::bf16, {a.stride(0), a.stride(1)});
-  const memory::desc b_md({K, N}, memory::data_type::bf16, {b.stride(0), b.stride(1)});
-  const memory::desc c_md({M, N}, dnnl_type(out_type), {N, 1});
+  const auto a_md = desc_of(a, memory::data_type::bf16), b_md = desc_of(b, memory::data_type::bf16);
+  const auto c_md = desc_of(c, dnnl_type(c.scalar_type()));
+  memory::desc bias_md;
+  if (bias.defined()) {
+    std::vector<int64_t> dims(c.dim(), 1), strides(c.dim(), c.size(-1));
+    dims.back() = c.size(-1), strides.back() = 1;
+    bias_md = memory::desc(dims, dnnl_type(bias.scalar_type()), strides);
+  }
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // one buffer per thread, not one malloc per call
-  const memory::desc bias_md = bias.defined() ? memory::desc({1, N}, dnnl_type(bias.scalar_type()), {N, 1}) : memory::desc();
   const auto desc = bias.defined() ? dnnl::matmul::desc(a_md, b_md, bias_md, c_md) : dnnl::matmul::desc(a_md, b_md, c_md);
   const dnnl::matmul::primitive_desc pd(desc, attr, tc.engine);
-  Entry e{key, dnnl::matmul(pd), memory(a_md, tc.engine, nullptr), memory(b_md, tc.engine, nullptr),
+  Entry e{std::move(key), dnnl::matmul(pd), memory(a_md, tc.engine, nullptr), memory(b_md, tc.engine, nullptr),
           memory(c_md, tc.engine, nullptr), memory(), memory(pd.scratchpad_desc(), tc.engine, nullptr)};
   if (bias.defined()) e.bias = memory(bias_md, tc.engine, nullptr);
   tc.entries.push_back(std::move(e));
@@ -83,21 +114,21 @@ bool cpu_has_bf16_kernels() {
 
 bool dnnl_matmul_active() { return cpu_has_bf16_kernels(); }
 
-torch::Tensor bf16_mm(const torch::Tensor& a_in, const torch::Tensor& b_in, c10::ScalarType out_type,
-                      const torch::Tensor& bias) {
-  TORCH_CHECK(a_in.dim() == 2 && b_in.dim() == 2 && a_in.size(1) == b_in.size(0), "bf16_mm: (M, K) by (K, N) expected");
-  if (!cpu_has_bf16_kernels()) {
-    auto y = bias.defined() ? at::addmm(bias.to(torch::kBFloat16), a_in, b_in) : at::mm(a_in, b_in);
-    return y.to(out_type);
-  }
-  const auto a = plain(a_in) ? a_in : a_in.contiguous();
-  const auto b = plain(b_in) ? b_in : b_in.contiguous();
+torch::Tensor bf16_matmul(const torch::Tensor& a_in, const torch::Tensor& b_in, c10::ScalarType out_type,
+                          const torch::Tensor& bias, torch::Tensor out) {
+  TORCH_CHECK(a_in.dim() >= 2 && a_in.dim() <= 4 && b_in.dim() == a_in.dim() && a_in.size(-1) == b_in.size(-2) &&
+                  a_in.sizes().slice(0, a_in.dim() - 2) == b_in.sizes().slice(0, b_in.dim() - 2),
+              "bf16_matmul: (..., M, K) by (..., K, N) with the same batch dimensions expected, got ", a_in.sizes(),
+              " and ", b_in.sizes());
+  if (!cpu_has_bf16_kernels()) return libtorch_matmul(a_in, b_in, out_type, bias, out);
+  const auto a = dense(a_in) ? a_in : a_in.contiguous();
+  const auto b = dense(b_in) ? b_in : b_in.contiguous();
   const auto bias_c = bias.defined() ? bias.contiguous() : bias;
-  auto c = torch::empty({a.size(0), b.size(1)}, torch::TensorOptions().dtype(out_type));
+  auto c = result_for(a, b, out_type, out);
   if (c.numel() == 0) return c;
-  if (a.size(1) == 0) return bias.defined() ? c.copy_(bias_c.expand_as(c)) : c.zero_();
+  if (a.size(-1) == 0) return bias.defined() ? c.copy_(bias_c.expand_as(c)) : c.zero_();
   auto& tc = cache();
-  auto& e = entry_for(tc, a, b, out_type, bias_c);
+  auto& e = entry_for(tc, a, b, c, bias_c);
   const size_t scratch_bytes = e.scratch.get_desc().get_size();
   if (static_cast<size_t>(tc.scratchpad.numel()) < scratch_bytes)
     tc.scratchpad = torch::empty({static_cast<int64_t>(scratch_bytes)}, torch::kByte);
@@ -119,9 +150,9 @@ torch::Tensor bf16_mm(const torch::Tensor& a_in, const torch::Tensor& b_in, c10:
 
 bool dnnl_matmul_active() { return false; }
 
-torch::Tensor bf16_mm(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type, const torch::Tensor& bias) {
-  auto y = bias.defined() ? at::addmm(bias.to(torch::kBFloat16), a, b) : at::mm(a, b);
-  return y.to(out_type);
+torch::Tensor bf16_matmul(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type,
+                          const torch::Tensor& bias, torch::Tensor out) {
+  return libtorch_matmul(a, b, out_type, bias, out);
 }
 
 #endif

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/attention_kernels.h"
+#include "model/dnnl_matmul.h"
 #include "model/fused_ops.h"
 
 namespace poslab {
@@ -70,6 +71,37 @@ std::pair<torch::Tensor, torch::Tensor> softmax_forward(const torch::Tensor& s, 
   return {p, stats};
 }
 
+// The softmax's backward: ds (the scores' type, scale included) and, when mask_grad, the mask's gradient
+// summed to its shape, from the scores s, the rows' saved (max, 1 / sum) and dp, the probabilities' gradient.
+std::pair<torch::Tensor, torch::Tensor> softmax_backward(const torch::Tensor& s, const torch::Tensor& stats,
+                                                         const torch::Tensor& mask, const torch::Tensor& dp_in,
+                                                         double scale_in, bool mask_grad) {
+  const float scale = static_cast<float>(scale_in);
+  const auto dp = dp_in.to(s.scalar_type()).contiguous();
+  const int64_t B = s.size(0), H = s.size(1), tq = s.size(2), tk = s.size(3), offset = tk - tq;
+  auto ds = torch::empty_like(s);
+  torch::Tensor datt = mask_grad ? torch::empty(s.sizes(), s.options().dtype(torch::kFloat)) : torch::Tensor();
+  const MaskView mv = mask_view(mask, s.sizes());
+  const float *mx = stats[0].data_ptr<float>(), *inv = stats[1].data_ptr<float>();
+  const bool is_float = s.scalar_type() == torch::kFloat;
+  for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
+    std::vector<float> buf(tk);
+    for (int64_t bh = b0; bh < b1; ++bh) {
+      const float* mp = mv.block(bh, H);
+      const int64_t at = bh * tq * tk;
+      float* dap = mask_grad ? datt.data_ptr<float>() + at : nullptr;
+      if (is_float)
+        kernels::attention_softmax_backward(s.data_ptr<float>() + at, mp, mv.sq, mx + bh * tq, inv + bh * tq,
+                                            dp.data_ptr<float>() + at, tq, tk, offset, scale, ds.data_ptr<float>() + at,
+                                            dap, buf.data());
+      else
+        kernels::attention_softmax_backward(bf16_data(s) + at, mp, mv.sq, mx + bh * tq, inv + bh * tq, bf16_data(dp) + at,
+                                            tq, tk, offset, scale, bf16_data(ds) + at, dap, buf.data());
+    }
+  });
+  return {ds, mask_grad ? at::sum_to(datt, mask.sizes()) : torch::Tensor()};
+}
+
 struct AttentionSoftmaxFunction : torch::autograd::Function<AttentionSoftmaxFunction> {
   // mask: an empty tensor for none (a custom function cannot take an undefined one).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& s, const torch::Tensor& mask, double scale) {
@@ -83,34 +115,52 @@ struct AttentionSoftmaxFunction : torch::autograd::Function<AttentionSoftmaxFunc
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &s = saved[0], &stats = saved[1];
     const auto mask = ctx->saved_data["mask"].toTensor();
-    const float scale = static_cast<float>(ctx->saved_data["scale"].toDouble());
-    const auto dp = grads[0].to(s.scalar_type()).contiguous();
-    const int64_t B = s.size(0), H = s.size(1), tq = s.size(2), tk = s.size(3), offset = tk - tq;
-    const bool mask_grad = mask.numel() > 0 && ctx->needs_input_grad(1);
-    auto ds = torch::empty_like(s);
-    torch::Tensor datt = mask_grad ? torch::empty(s.sizes(), s.options().dtype(torch::kFloat)) : torch::Tensor();
-    const MaskView mv = mask_view(mask, s.sizes());
-    const float *mx = stats[0].data_ptr<float>(), *inv = stats[1].data_ptr<float>();
-    const bool is_float = s.scalar_type() == torch::kFloat;
-    for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
-      std::vector<float> buf(tk);
-      for (int64_t bh = b0; bh < b1; ++bh) {
-        const float* mp = mv.block(bh, H);
-        const int64_t at = bh * tq * tk;
-        float* dap = mask_grad ? datt.data_ptr<float>() + at : nullptr;
-        if (is_float)
-          kernels::attention_softmax_backward(s.data_ptr<float>() + at, mp, mv.sq, mx + bh * tq, inv + bh * tq,
-                                              dp.data_ptr<float>() + at, tq, tk, offset, scale, ds.data_ptr<float>() + at,
-                                              dap, buf.data());
-        else
-          kernels::attention_softmax_backward(bf16_data(s) + at, mp, mv.sq, mx + bh * tq, inv + bh * tq, bf16_data(dp) + at,
-                                              tq, tk, offset, scale, bf16_data(ds) + at, dap, buf.data());
-      }
-    });
-    torch::Tensor dmask = mask_grad ? at::sum_to(datt, mask.sizes()) : torch::Tensor();
+    auto [ds, dmask] = softmax_backward(saved[0], saved[1], mask, grads[0], ctx->saved_data["scale"].toDouble(),
+                                        mask.numel() > 0 && ctx->needs_input_grad(1));
     return {ds, dmask, torch::Tensor()};
+  }
+};
+
+// Attention in bfloat16 with both products on oneDNN directly (model/dnnl_matmul.h): one autograd node for
+// q k^T, the softmax and p v, where LibTorch's matmuls run ~20 small ops each way. The output is written
+// in the rows the output projection reads, (B, t_q, H, hs), and returned as its (B, H, t_q, hs) view, so
+// the copy into rows that follows is none.
+struct Bf16Attention {
+  torch::Tensor q, k, v, s, stats, p, y;  // y: (B, H, t_q, hs), a view of (B, t_q, H, hs) rows
+
+  Bf16Attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
+                const torch::Tensor& mask, double scale)
+      : q(q_in.contiguous()), k(k_in.contiguous()), v(v_in.contiguous()) {  // (B, H, t, hs): dense, as the kernels read best
+    s = bf16_matmul(q, k.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
+    std::tie(p, stats) = softmax_forward(s, mask, scale);
+    const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), hs = v.size(3);
+    y = bf16_matmul(p, v, torch::kBFloat16, {}, torch::empty({B, tq, H, hs}, q.options()).permute({0, 2, 1, 3}));
+  }
+};
+
+struct AttentionFunction : torch::autograd::Function<AttentionFunction> {
+  // mask: an empty tensor for none.
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
+                               const torch::Tensor& v, const torch::Tensor& mask, double scale) {
+    Bf16Attention a(q, k, v, mask, scale);
+    ctx->save_for_backward({a.q, a.k, a.v, a.s, a.stats, a.p});
+    ctx->saved_data["mask"] = mask;  // a value, as in AttentionSoftmaxFunction
+    ctx->saved_data["scale"] = scale;
+    return a.y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &s = saved[3], &stats = saved[4], &p = saved[5];
+    const auto mask = ctx->saved_data["mask"].toTensor();
+    const auto dy = grads[0].to(torch::kBFloat16).contiguous();                   // (B, H, t_q, hs)
+    const auto dp = bf16_matmul(dy, v.transpose(-2, -1), torch::kBFloat16);       // (B, H, t_q, t_k)
+    auto [ds, dmask] = softmax_backward(s, stats, mask, dp, ctx->saved_data["scale"].toDouble(),
+                                        mask.numel() > 0 && ctx->needs_input_grad(3));
+    auto dq = bf16_matmul(ds, k, torch::kBFloat16);                                 // (B, H, t_q, hs)
+    auto dk = bf16_matmul(ds.transpose(-2, -1), q, torch::kBFloat16);               // (B, H, t_k, hs)
+    auto dv = bf16_matmul(p.transpose(-2, -1), dy, torch::kBFloat16);               // (B, H, t_k, hs)
+    return {dq, dk, dv, dmask, torch::Tensor()};
   }
 };
 
@@ -128,6 +178,13 @@ bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, con
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& mask, double scale) {
+  if (dnnl_matmul_active() && q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
+      v.scalar_type() == torch::kBFloat16) {
+    const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
+    const bool grad = torch::GradMode::is_enabled() &&
+                      (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
+    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale).y;
+  }
   auto s = torch::matmul(q, k.transpose(-2, -1)).contiguous();  // (B, H, t_q, t_k): bfloat16 under autocast
   if (s.scalar_type() != torch::kFloat && s.scalar_type() != torch::kBFloat16) s = s.to(torch::kFloat);
   const torch::Tensor m = mask.defined() ? mask : torch::empty({0});

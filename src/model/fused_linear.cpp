@@ -23,7 +23,7 @@ torch::Tensor to_bf16(const torch::Tensor& t) { return t.scalar_type() == torch:
 
 // (M, N) = x (M, K) times weight (N, K) transposed, plus the bias, all bfloat16.
 torch::Tensor product(const torch::Tensor& x2, const torch::Tensor& w, const torch::Tensor& b) {
-  return bf16_mm(x2, w.t(), torch::kBFloat16, b);
+  return bf16_matmul(x2, w.t(), torch::kBFloat16, b);
 }
 
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
@@ -53,12 +53,12 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     torch::Tensor dx, dw, db;
     if (ctx->needs_input_grad(0)) {
       const auto x_type = static_cast<c10::ScalarType>(ctx->saved_data["x_type"].toInt());
-      dx = bf16_mm(dy, w, x_type);  // (M, K), in the input's type as autocast's cast back gives it
+      dx = bf16_matmul(dy, w, x_type);  // (M, K), in the input's type as autocast's cast back gives it
       auto shape = grads[0].sizes().vec();
       shape.back() = w.size(1);
       dx = dx.view(shape);
     }
-    if (ctx->needs_input_grad(1)) dw = bf16_mm(dy.t(), x2, torch::kFloat);  // (N, K), float sums unrounded
+    if (ctx->needs_input_grad(1)) dw = bf16_matmul(dy.t(), x2, torch::kFloat);  // (N, K), float sums unrounded
     if (ctx->needs_input_grad(2) && ctx->saved_data["has_bias"].toBool()) db = dy.sum(0, /*keepdim=*/false, torch::kFloat);
     return {dx, dw, db};
   }
