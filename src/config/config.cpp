@@ -25,7 +25,7 @@ const json& default_config_json() {
   return defaults;
 }
 
-static std::string join(const std::vector<std::string>& v) {
+static std::string comma_list(const std::vector<std::string>& v) {
   std::string out;
   for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + v[i];
   return out;
@@ -101,7 +101,7 @@ static void merge_at(json& base, const json& patch, const std::string& prefix, c
     if (!base.contains(it.key())) {
       std::vector<std::string> known;
       for (auto k = base.begin(); k != base.end(); ++k) known.push_back(k.key());
-      throw ConfigError(where + ": unknown key '" + key + "' (allowed here: " + join(known) + ")");
+      throw ConfigError(where + ": unknown key '" + key + "' (allowed here: " + comma_list(known) + ")");
     }
     json& slot = base[it.key()];
     if (slot.is_object() && key == "data.probes.passkey" && it.value().is_number()) {
@@ -194,7 +194,7 @@ static void require(bool ok, const std::string& key, const std::string& expected
 static void one_of(const std::string& key, const std::string& value, const std::vector<std::string>& allowed,
                    const std::string& what) {
   if (std::find(allowed.begin(), allowed.end(), value) == allowed.end())
-    throw ConfigError(key + ": unknown " + what + " '" + value + "' (allowed: " + join(allowed) + ")");
+    throw ConfigError(key + ": unknown " + what + " '" + value + "' (allowed: " + comma_list(allowed) + ")");
 }
 
 // A rope_scaling section under `at` (ending in '.'); `zero_length` says what original_length 0 means.
@@ -246,7 +246,7 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
       std::vector<std::string> names;
       for (auto d = declared.begin(); d != declared.end(); ++d) names.push_back(d.key());
       throw ConfigError(at + it.key() + ": unknown key (with plug-in " + pe.plugin + ", the declared options are " +
-                        (names.empty() ? std::string("none") : join(names)) + ")");
+                        (names.empty() ? std::string("none") : comma_list(names)) + ")");
     }
     if (!same_type(declared[it.key()], it.value()))
       throw ConfigError(at + it.key() + " must be " + type_name(declared[it.key()]) + ", got " + it.value().dump());
@@ -287,7 +287,7 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   const auto rotary = encoding_kinds_of("rotary");
   if (pe.rope_scaling.kind != "none" && find_encoding(pe.kind)->family != "rotary")
     throw ConfigError(at + "rope_scaling.kind: '" + pe.rope_scaling.kind + "' applies to rotary encodings (" +
-                      join(rotary) + "), not to '" + pe.kind + "', which has no rotary frequencies to stretch");
+                      comma_list(rotary) + "), not to '" + pe.kind + "', which has no rotary frequencies to stretch");
   require(pe.randomize.max_position == 0 || pe.randomize.max_position >= m.block_size, at + "randomize.max_position",
           "0 (off) or >= model.block_size (" + std::to_string(m.block_size) + ")", pe.randomize.max_position);
   return pe;

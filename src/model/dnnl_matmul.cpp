@@ -3,6 +3,8 @@
 // LibTorch builds) the same products through LibTorch.
 #include "model/dnnl_matmul.h"
 
+#include "poslab_dnnl.h"  // POSLAB_DNNL, from the build's configuration (CMakeLists.txt)
+
 #if POSLAB_DNNL
 #include <oneapi/dnnl/dnnl.hpp>
 #endif
