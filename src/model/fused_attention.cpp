@@ -1,6 +1,7 @@
 // The fused attention softmax's autograd function: the mask broadcast without a copy, (batch, head) blocks
 // run in parallel (at::parallel_for: inline inside a batch shard's thread), and the backward, which
-// recomputes the probabilities from the scores and each row's saved maximum and sum.
+// recomputes the probabilities from the scores and each row's saved maximum and sum; in bfloat16 on
+// oneDNN (model/dnnl_matmul.h), attention whole, both products and the softmax, as one node.
 #include "model/fused_attention.h"
 
 #include <ATen/ExpandUtils.h>

@@ -1,7 +1,9 @@
 // Attention's softmax on the CPU as one autograd function over poslab's own loops
 // (model/attention_kernels.h): the scale, the mask or bias, the causal limit, the softmax and the cast to
 // the matmul's type in one pass each way, where LibTorch takes a mul, an add, a softmax and a cast (and
-// their backwards). The two matmuls around it stay LibTorch's. On with the other fused ops (train.fused_ops).
+// their backwards). In bfloat16 where oneDNN is called directly (model/dnnl_matmul.h) the two products
+// around it join it in one autograd node; elsewhere they stay LibTorch's. On with the other fused ops
+// (train.fused_ops).
 #pragma once
 #include <torch/torch.h>
 
