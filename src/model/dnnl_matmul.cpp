@@ -27,6 +27,7 @@ static torch::Tensor libtorch_matmul(const torch::Tensor& a, const torch::Tensor
                                      const torch::Tensor& bias, const torch::Tensor& out) {
   auto y = at::matmul(a, b);
   if (bias.defined()) y = y + bias.to(torch::kBFloat16);
+  if (!out.defined()) return y.to(out_type);
   return result_for(a, b, out_type, out).copy_(y);
 }
 
