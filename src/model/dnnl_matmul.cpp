@@ -23,11 +23,13 @@ static torch::Tensor result_for(const torch::Tensor& a, const torch::Tensor& b, 
   return out;
 }
 
+// LibTorch's bfloat16 product, rounded to bfloat16 as autocast's is, then widened where float is asked; the bias
+// added in the output's type.
 static torch::Tensor libtorch_matmul(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type,
                                      const torch::Tensor& bias, const torch::Tensor& out) {
-  auto y = at::matmul(a, b);
-  if (bias.defined()) y = y + bias.to(torch::kBFloat16);
-  if (!out.defined()) return y.to(out_type);
+  auto y = at::matmul(a, b).to(out_type);
+  if (bias.defined()) y = y + bias.to(out_type);
+  if (!out.defined()) return y;
   return result_for(a, b, out_type, out).copy_(y);
 }
 

@@ -12,7 +12,8 @@ namespace poslab {
 bool dnnl_matmul_active();
 
 // (..., M, N) = a (..., M, K) times b (..., K, N), plus bias (N,) when defined, in out_type (bfloat16 or
-// float; float keeps the products' float sums unrounded). a and b: bfloat16 CPU tensors of 2 to 4
+// float). On oneDNN float keeps the products' float sums unrounded; through LibTorch it is the bfloat16
+// result widened, as autocast's cast back gives it. a and b: bfloat16 CPU tensors of 2 to 4
 // dimensions, the same batch dimensions, any strides (transposed views included). Written into out when
 // it is given (the result's sizes and type, its last dimension contiguous; any other strides, such as a
 // transposed view of a larger buffer), else into a new contiguous tensor; returns it.
