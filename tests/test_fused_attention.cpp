@@ -22,9 +22,10 @@ using namespace poslab;
 using poslab::testing::max_abs_diff;
 using poslab::testing::ThreadCount;
 
-namespace {
-
+// Outside the anonymous namespace: a test class deriving from a type in it draws GCC's -Wsubobject-linkage.
 struct FusedAttentionOn : poslab::testing::FusedOn {};
+
+namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
