@@ -2,7 +2,6 @@
 // two-dimensional products only, outside autocast's dispatch (its casts are done here, once).
 #include "model/fused_linear.h"
 
-#include <ATen/autocast_mode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include "model/dnnl_matmul.h"
@@ -21,27 +20,29 @@ struct NoAutocast {
 
 torch::Tensor to_bf16(const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16 ? t : t.to(torch::kBFloat16); }
 
-// (M, N) = x (M, K) times weight (N, K) transposed, plus the bias, all bfloat16.
-torch::Tensor product(const torch::Tensor& x2, const torch::Tensor& w, const torch::Tensor& b) {
-  return bf16_matmul(x2, w.t(), torch::kBFloat16, b);
-}
+// The product on x's rows: x2 (M, K) and w (N, K), the operands in bfloat16, and y, x (..., K) times w transposed
+// plus the bias, shaped (..., N).
+struct RowsProduct {
+  torch::Tensor x2, w, y;
+  RowsProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias)
+      : x2(to_bf16(x.reshape({-1, x.size(-1)}))), w(to_bf16(weight)) {
+    auto shape = x.sizes().vec();
+    shape.back() = w.size(0);
+    y = bf16_matmul(x2, w.t(), torch::kBFloat16, bias.defined() ? to_bf16(bias) : torch::Tensor()).view(shape);
+  }
+};
 
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   // bias is an empty tensor when the layer has none (a custom function cannot take an undefined one).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
                                const torch::Tensor& bias) {
     NoAutocast no_autocast;
-    const auto K = x.size(-1), N = weight.size(0);
-    const auto x2 = to_bf16(x.reshape({-1, K}));  // (M, K)
-    const auto w = to_bf16(weight);                // (N, K)
     const bool has_bias = bias.numel() > 0;
-    auto y = product(x2, w, has_bias ? to_bf16(bias) : torch::Tensor());  // (M, N)
-    ctx->save_for_backward({x2, w});
+    RowsProduct p(x, weight, has_bias ? bias : torch::Tensor());
+    ctx->save_for_backward({p.x2, p.w});
     ctx->saved_data["x_type"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["has_bias"] = has_bias;
-    auto shape = x.sizes().vec();
-    shape.back() = N;
-    return y.view(shape);
+    return p.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -81,11 +82,7 @@ torch::Tensor fused_linear(const torch::Tensor& x, const torch::Tensor& weight, 
                     (x.requires_grad() || weight.requires_grad() || (bias.defined() && bias.requires_grad()));
   if (grad) return LinearFunction::apply(x, weight, bias.defined() ? bias : torch::empty({0}));
   NoAutocast no_autocast;
-  const auto K = x.size(-1);
-  auto y = product(to_bf16(x.reshape({-1, K})), to_bf16(weight), bias.defined() ? to_bf16(bias) : torch::Tensor());
-  auto shape = x.sizes().vec();
-  shape.back() = weight.size(0);
-  return y.view(shape);
+  return RowsProduct(x, weight, bias).y;
 }
 
 }  // namespace poslab
