@@ -1,7 +1,8 @@
 // The fused CPU GELU and LayerNorm against their published formulas evaluated here in double (and
 // LibTorch's own ops in double as a second oracle for LayerNorm's gradients): forward and backward, fp32
 // and bfloat16, with and without bias, rows split over threads, sizes off the vector width; under bf16
-// autocast the LayerNorm emits bfloat16; the switch and the fallbacks give LibTorch's ops exactly.
+// autocast the LayerNorm emits bfloat16; the residual add fused before it; the switch and the fallbacks
+// give LibTorch's ops exactly.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
@@ -146,6 +147,80 @@ TEST_F(FusedOn, LayerNormUnderBf16AutocastEmitsBfloat16AndTakesItsGradient) {
     ASSERT_EQ(grads16[i].scalar_type(), torch::kFloat);
     EXPECT_LE(max_abs_diff(grads16[i], grads32[i]), 1e-5 * (1 + grads32[i].abs().max().item<double>())) << i;
   }
+}
+
+// The residual add fused into the norm: (h, y) = (x + a, norm(x + a)) in one node. Against the sum and the
+// norm applied one after the other (autograd adding h's two gradients), bit for bit: float with a float
+// branch, and under bf16 autocast with a bfloat16 branch, whose gradient is the float one rounded once;
+// with h used further on and not. h itself against the sum in double.
+TEST_F(FusedOn, ResidualAddBeforeTheNormIsTheSumThenTheNormBitForBit) {
+  for (bool bf16 : {false, true}) {
+    for (int threads : {1, 2}) {
+      ThreadCount tc(threads);
+      for (bool h_used : {true, false}) {
+        torch::manual_seed(21);
+        const std::vector<int64_t> shape{3, 70, 40};  // 210 rows: split over threads, C off the vector width
+        auto x = (torch::randn(shape) * 2).requires_grad_(true);
+        auto a = torch::randn(shape).to(bf16 ? torch::kBFloat16 : torch::kFloat).requires_grad_(true);
+        auto w = (torch::randn({40}) * 0.5 + 1).requires_grad_(true);
+        auto b = (torch::randn({40}) * 0.1).requires_grad_(true);
+        auto dh = torch::randn(shape);
+        auto dy = torch::randn(shape).to(bf16 ? torch::kBFloat16 : torch::kFloat);
+        Runtime rt;
+        rt.bf16 = bf16;
+        torch::Tensor h, y, h_ref, y_ref;
+        {
+          AutocastGuard autocast(rt);
+          std::tie(h, y) = fused_add_layer_norm(x, a, w, b, 1e-5);
+          h_ref = x + a;
+          y_ref = fused_layer_norm(h_ref, w, b, 1e-5);
+        }
+        ASSERT_EQ(h.scalar_type(), torch::kFloat);
+        ASSERT_EQ(y.scalar_type(), a.scalar_type());
+        EXPECT_TRUE(torch::equal(h, (x.detach().to(torch::kDouble) + a.detach().to(torch::kDouble)).to(torch::kFloat)));
+        EXPECT_TRUE(torch::equal(y, y_ref));
+        std::vector<torch::Tensor> outs{y}, outs_ref{y_ref}, gs{dy};
+        if (h_used) outs.push_back(h), outs_ref.push_back(h_ref), gs.push_back(dh);
+        const auto grads = torch::autograd::grad(outs, {x, a, w, b}, gs);
+        const auto grads_ref = torch::autograd::grad(outs_ref, {x, a, w, b}, gs);
+        for (int i = 0; i < 4; ++i) {
+          ASSERT_EQ(grads[i].scalar_type(), grads_ref[i].scalar_type()) << i;
+          EXPECT_TRUE(torch::equal(grads[i], grads_ref[i])) << "bf16 " << bf16 << " threads " << threads << " h_used "
+                                                            << h_used << " grad " << i;
+        }
+        // The stream's gradient is h's own plus the norm's: against LibTorch's layer_norm in double.
+        auto hd = h.detach().to(torch::kDouble).requires_grad_(true);
+        torch::layer_norm(hd, {40}, w.detach().to(torch::kDouble), b.detach().to(torch::kDouble), 1e-5)
+            .backward(dy.to(torch::kDouble));
+        auto want = hd.grad() + (h_used ? dh.to(torch::kDouble) : torch::zeros_like(hd));
+        EXPECT_LE(max_abs_diff(grads[0], want), 1e-4 * (1 + want.abs().max().item<double>()));
+      }
+    }
+  }
+}
+
+TEST_F(FusedOn, ResidualAddWithoutGradientsOrNotApplicableIsTheSumThenTheNorm) {
+  torch::manual_seed(23);
+  auto x = torch::randn({4, 9, 24});
+  auto a = torch::randn({4, 9, 24});
+  auto w = torch::randn({24});
+  torch::Tensor h, y;
+  {
+    torch::InferenceMode guard;
+    std::tie(h, y) = fused_add_layer_norm(x, a, w, {}, 1e-5);
+  }
+  EXPECT_TRUE(torch::equal(h, x + a));
+  EXPECT_TRUE(torch::equal(y, fused_layer_norm(x + a, w, {}, 1e-5)));
+  // A bfloat16 branch outside autocast (the norm's output would be float): the sum, then the norm.
+  auto a16 = a.to(torch::kBFloat16);
+  std::tie(h, y) = fused_add_layer_norm(x, a16, w, {}, 1e-5);
+  EXPECT_TRUE(torch::equal(h, x + a16));
+  EXPECT_TRUE(torch::equal(y, fused_layer_norm(x + a16, w, {}, 1e-5)));
+  // Turned off: LibTorch's add and layer_norm.
+  set_fused_ops(false);
+  std::tie(h, y) = fused_add_layer_norm(x, a, w, {}, 1e-5);
+  set_fused_ops(true);
+  EXPECT_TRUE(torch::equal(y, torch::layer_norm(x + a, {24}, w, {}, 1e-5)));
 }
 
 TEST_F(FusedOn, WithoutGradientsTheSameValues) {

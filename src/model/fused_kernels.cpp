@@ -73,12 +73,19 @@ POSLAB_INLINE void gelu_backward_loop(const T* __restrict dy, const T* __restric
   }
 }
 
-template <class Y>
-POSLAB_INLINE void layer_norm_forward_loop(const float* __restrict x, const float* __restrict w,
-                                           const float* __restrict b, Y* __restrict y, float* mean, float* rstd,
-                                           int64_t rows, int64_t C, float eps) {
+// With a residual a (may be null): h = x + a is written, then normalised, in the same pass over the row.
+template <class A, class Y>
+POSLAB_INLINE void layer_norm_forward_loop(const float* __restrict x, const A* __restrict a, float* __restrict h,
+                                           const float* __restrict w, const float* __restrict b, Y* __restrict y,
+                                           float* mean, float* rstd, int64_t rows, int64_t C, float eps) {
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * C;
+    if (a != nullptr) {
+      float* hr = h + r * C;
+      const A* ar = a + r * C;
+      for (int64_t i = 0; i < C; ++i) hr[i] = xr[i] + to_float(ar[i]);
+      xr = hr;
+    }
     Y* yr = y + r * C;
     const float m = lane_sum(C, [&](int64_t i) { return xr[i]; }) / static_cast<float>(C);
     const float var = lane_sum(C, [&](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / static_cast<float>(C);
@@ -93,11 +100,13 @@ POSLAB_INLINE void layer_norm_forward_loop(const float* __restrict x, const floa
   }
 }
 
-template <class DY>
+// With the residual's gradient dres (may be null): dx = dres + the norm's gradient, and da (may be null)
+// the same values in the residual's own type, for the branch that produced it.
+template <class DY, class DA>
 POSLAB_INLINE void layer_norm_backward_loop(const DY* __restrict dy, const float* __restrict x,
                                             const float* __restrict w, const float* mean, const float* rstd,
-                                            float* __restrict dx, float* __restrict dw, float* __restrict db,
-                                            int64_t rows, int64_t C) {
+                                            const float* __restrict dres, float* __restrict dx, DA* __restrict da,
+                                            float* __restrict dw, float* __restrict db, int64_t rows, int64_t C) {
   for (int64_t r = 0; r < rows; ++r) {
     const DY* dyr = dy + r * C;
     const float* xr = x + r * C;
@@ -114,6 +123,12 @@ POSLAB_INLINE void layer_norm_backward_loop(const DY* __restrict dy, const float
     }
     if (db != nullptr)
       for (int64_t i = 0; i < C; ++i) db[i] += to_float(dyr[i]);
+    if (dres != nullptr) {
+      const float* dr = dres + r * C;
+      for (int64_t i = 0; i < C; ++i) dxr[i] = dr[i] + dxr[i];
+    }
+    if (da != nullptr)
+      for (int64_t i = 0; i < C; ++i) store(da + r * C + i, dxr[i]);
   }
 }
 
@@ -130,21 +145,42 @@ POSLAB_TARGET_CLONES void gelu_backward(const bf16* dy, const bf16* x, bf16* dx,
 
 POSLAB_TARGET_CLONES void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean,
                                              float* rstd, int64_t rows, int64_t C, float eps) {
-  layer_norm_forward_loop(x, w, b, y, mean, rstd, rows, C, eps);
+  layer_norm_forward_loop(x, static_cast<const float*>(nullptr), nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 POSLAB_TARGET_CLONES void layer_norm_forward(const float* x, const float* w, const float* b, bf16* y, float* mean,
                                              float* rstd, int64_t rows, int64_t C, float eps) {
-  layer_norm_forward_loop(x, w, b, y, mean, rstd, rows, C, eps);
+  layer_norm_forward_loop(x, static_cast<const float*>(nullptr), nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 POSLAB_TARGET_CLONES void layer_norm_backward(const float* dy, const float* x, const float* w, const float* mean,
                                               const float* rstd, float* dx, float* dw, float* db, int64_t rows,
                                               int64_t C) {
-  layer_norm_backward_loop(dy, x, w, mean, rstd, dx, dw, db, rows, C);
+  layer_norm_backward_loop(dy, x, w, mean, rstd, nullptr, dx, static_cast<float*>(nullptr), dw, db, rows, C);
 }
 POSLAB_TARGET_CLONES void layer_norm_backward(const bf16* dy, const float* x, const float* w, const float* mean,
                                               const float* rstd, float* dx, float* dw, float* db, int64_t rows,
                                               int64_t C) {
-  layer_norm_backward_loop(dy, x, w, mean, rstd, dx, dw, db, rows, C);
+  layer_norm_backward_loop(dy, x, w, mean, rstd, nullptr, dx, static_cast<float*>(nullptr), dw, db, rows, C);
+}
+
+POSLAB_TARGET_CLONES void add_layer_norm_forward(const float* x, const float* a, float* h, const float* w,
+                                                 const float* b, float* y, float* mean, float* rstd, int64_t rows,
+                                                 int64_t C, float eps) {
+  layer_norm_forward_loop(x, a, h, w, b, y, mean, rstd, rows, C, eps);
+}
+POSLAB_TARGET_CLONES void add_layer_norm_forward(const float* x, const bf16* a, float* h, const float* w,
+                                                 const float* b, bf16* y, float* mean, float* rstd, int64_t rows,
+                                                 int64_t C, float eps) {
+  layer_norm_forward_loop(x, a, h, w, b, y, mean, rstd, rows, C, eps);
+}
+POSLAB_TARGET_CLONES void add_layer_norm_backward(const float* dy, const float* h, const float* w, const float* mean,
+                                                  const float* rstd, const float* dres, float* dx, float* da,
+                                                  float* dw, float* db, int64_t rows, int64_t C) {
+  layer_norm_backward_loop(dy, h, w, mean, rstd, dres, dx, da, dw, db, rows, C);
+}
+POSLAB_TARGET_CLONES void add_layer_norm_backward(const bf16* dy, const float* h, const float* w, const float* mean,
+                                                  const float* rstd, const float* dres, float* dx, bf16* da,
+                                                  float* dw, float* db, int64_t rows, int64_t C) {
+  layer_norm_backward_loop(dy, h, w, mean, rstd, dres, dx, da, dw, db, rows, C);
 }
 
 }  // namespace poslab::kernels

@@ -31,4 +31,18 @@ void layer_norm_backward(const float* dy, const float* x, const float* w, const 
 void layer_norm_backward(const bf16* dy, const float* x, const float* w, const float* mean, const float* rstd,
                          float* dx, float* dw, float* db, int64_t rows, int64_t C);
 
+// The residual stream's add and the norm after it in one pass: h = x + a (a's values widened to float),
+// then y, mean and rstd of h as above. a is the branch output: bfloat16 with a bfloat16 y (under bf16
+// autocast), float with a float y.
+void add_layer_norm_forward(const float* x, const float* a, float* h, const float* w, const float* b, float* y,
+                            float* mean, float* rstd, int64_t rows, int64_t C, float eps);
+void add_layer_norm_forward(const float* x, const bf16* a, float* h, const float* w, const float* b, bf16* y,
+                            float* mean, float* rstd, int64_t rows, int64_t C, float eps);
+// Its backward: dx = dres + the norm's dx of h (dres, h's gradient from later in the stream, may be null),
+// da = dx in a's type; dw and db accumulated as above.
+void add_layer_norm_backward(const float* dy, const float* h, const float* w, const float* mean, const float* rstd,
+                             const float* dres, float* dx, float* da, float* dw, float* db, int64_t rows, int64_t C);
+void add_layer_norm_backward(const bf16* dy, const float* h, const float* w, const float* mean, const float* rstd,
+                             const float* dres, float* dx, bf16* da, float* dw, float* db, int64_t rows, int64_t C);
+
 }  // namespace poslab::kernels

@@ -6,6 +6,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <atomic>
+#include <optional>
 
 #include "model/fused_kernels.h"
 #include "model/rotary_kernels.h"
@@ -69,25 +70,84 @@ void for_rows(int64_t rows, F body) {
   at::parallel_for(0, rows, /*grain_size=*/64, body);
 }
 
-// y, mean, rstd of x (rows, C) as float, or y as bfloat16.
+// y, mean, rstd of x (rows, C) as float, or y as bfloat16. With a residual a (same shape, bfloat16 with a
+// bfloat16 y, float with a float y) the norm is of h = x + a, written to h.
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> layer_norm_forward(const torch::Tensor& x,
                                                                            const torch::Tensor& w,
                                                                            const torch::Tensor& b, double eps,
-                                                                           bool bf16_out) {
+                                                                           bool bf16_out,
+                                                                           const torch::Tensor& a = {},
+                                                                           torch::Tensor* h = nullptr) {
   const int64_t C = x.size(-1), rows = x.numel() / C;
   auto y = torch::empty(x.sizes(), x.options().dtype(bf16_out ? torch::kBFloat16 : torch::kFloat));
   auto stats = torch::empty({2, rows}, x.options());  // mean, rstd
+  if (a.defined()) *h = torch::empty_like(x);
   const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>(), *bp = b.defined() ? b.data_ptr<float>() : nullptr;
   float *mp = stats[0].data_ptr<float>(), *sp = stats[1].data_ptr<float>();
+  const auto e = static_cast<float>(eps);
   for_rows(rows, [&](int64_t r0, int64_t r1) {
-    if (bf16_out)
-      kernels::layer_norm_forward(xp + r0 * C, wp, bp, bf16_data(y) + r0 * C, mp + r0, sp + r0, r1 - r0, C,
-                                  static_cast<float>(eps));
+    const int64_t n = r1 - r0, o = r0 * C;
+    if (a.defined() && bf16_out)
+      kernels::add_layer_norm_forward(xp + o, bf16_data(a) + o, h->data_ptr<float>() + o, wp, bp, bf16_data(y) + o,
+                                      mp + r0, sp + r0, n, C, e);
+    else if (a.defined())
+      kernels::add_layer_norm_forward(xp + o, a.data_ptr<float>() + o, h->data_ptr<float>() + o, wp, bp,
+                                      y.data_ptr<float>() + o, mp + r0, sp + r0, n, C, e);
+    else if (bf16_out)
+      kernels::layer_norm_forward(xp + o, wp, bp, bf16_data(y) + o, mp + r0, sp + r0, n, C, e);
     else
-      kernels::layer_norm_forward(xp + r0 * C, wp, bp, y.data_ptr<float>() + r0 * C, mp + r0, sp + r0, r1 - r0, C,
-                                  static_cast<float>(eps));
+      kernels::layer_norm_forward(xp + o, wp, bp, y.data_ptr<float>() + o, mp + r0, sp + r0, n, C, e);
   });
   return {y, stats[0], stats[1]};
+}
+
+// The norm's backward over x (the normalised input: h for the residual form): dx, and dw, db summed.
+// With a residual (a_type set): dx also carries dres, h's gradient from later (may be undefined), and da
+// is dx in a_type. Returns dx, da (or undefined), dw, db (or undefined).
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor, torch::Tensor> layer_norm_backward(
+    torch::Tensor dy, const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& mean,
+    const torch::Tensor& rstd, bool has_bias, std::optional<c10::ScalarType> a_type = std::nullopt,
+    const torch::Tensor& dres = {}) {
+  dy = dy.contiguous();
+  // A float residual takes its gradient in float: then so is dy read.
+  if (dy.scalar_type() != torch::kBFloat16 || (a_type && *a_type == torch::kFloat)) dy = dy.to(torch::kFloat);
+  const bool bf16_dy = dy.scalar_type() == torch::kBFloat16;
+  torch::Tensor dr = dres.defined() ? dres.to(torch::kFloat).contiguous() : torch::Tensor();
+  const int64_t C = x.size(-1), rows = x.numel() / C;
+  auto dx = torch::empty_like(x);
+  // The residual's gradient in its own type, written in the same pass (bfloat16 only with a bfloat16 dy).
+  torch::Tensor da;
+  if (a_type) da = torch::empty_like(x, x.options().dtype(bf16_dy ? torch::kBFloat16 : torch::kFloat));
+  // dw and db summed per chunk of rows, then over the chunks: no two threads add into one array.
+  const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows / 64));
+  auto partial = torch::zeros({chunks, 2, C}, x.options());
+  const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>(), *mp = mean.data_ptr<float>(),
+              *sp = rstd.data_ptr<float>(), *drp = dr.defined() ? dr.data_ptr<float>() : nullptr;
+  float *dxp = dx.data_ptr<float>(), *pp = partial.data_ptr<float>();
+  const int64_t per_chunk = (rows + chunks - 1) / chunks;
+  at::parallel_for(0, chunks, /*grain_size=*/1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t r0 = c * per_chunk, r1 = std::min(rows, r0 + per_chunk), o = r0 * C;
+      if (r0 >= r1) continue;
+      float* dw = pp + c * 2 * C;
+      float* db = has_bias ? dw + C : nullptr;
+      const float* dro = drp ? drp + o : nullptr;
+      if (a_type && bf16_dy)
+        kernels::add_layer_norm_backward(bf16_data(dy) + o, xp + o, wp, mp + r0, sp + r0, dro, dxp + o,
+                                         bf16_data(da) + o, dw, db, r1 - r0, C);
+      else if (a_type)
+        kernels::add_layer_norm_backward(dy.data_ptr<float>() + o, xp + o, wp, mp + r0, sp + r0, dro, dxp + o,
+                                         da.data_ptr<float>() + o, dw, db, r1 - r0, C);
+      else if (bf16_dy)
+        kernels::layer_norm_backward(bf16_data(dy) + o, xp + o, wp, mp + r0, sp + r0, dxp + o, dw, db, r1 - r0, C);
+      else
+        kernels::layer_norm_backward(dy.data_ptr<float>() + o, xp + o, wp, mp + r0, sp + r0, dxp + o, dw, db,
+                                     r1 - r0, C);
+    }
+  });
+  auto sums = partial.sum(0);  // (2, C)
+  if (da.defined() && da.scalar_type() != *a_type) da = da.to(*a_type);
+  return {dx, da, sums[0], has_bias ? sums[1] : torch::Tensor()};
 }
 
 struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
@@ -101,35 +161,35 @@ struct LayerNormFunction : torch::autograd::Function<LayerNormFunction> {
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    auto [dx, da, dw, db] = layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3],
+                                                ctx->saved_data["has_bias"].toBool());
+    return {dx, dw, db, torch::Tensor(), torch::Tensor()};
+  }
+};
+
+// h = x + a and the norm of h, as one node: outputs h (the residual stream, float) and y.
+struct AddLayerNormFunction : torch::autograd::Function<AddLayerNormFunction> {
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& a,
+                               const torch::Tensor& w, const torch::Tensor& b, double eps, bool bf16_out) {
+    const bool has_bias = b.numel() > 0;
+    torch::Tensor h;
+    auto [y, mean, rstd] = layer_norm_forward(x, w, has_bias ? b : torch::Tensor(), eps, bf16_out, a, &h);
+    ctx->save_for_backward({h, w, mean, rstd});
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["a_type"] = static_cast<int64_t>(a.scalar_type());
+    return {h, y};
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto a_type = static_cast<c10::ScalarType>(ctx->saved_data["a_type"].toInt());
     const bool has_bias = ctx->saved_data["has_bias"].toBool();
-    auto dy = grads[0].contiguous();
-    if (dy.scalar_type() != torch::kBFloat16) dy = dy.to(torch::kFloat);
-    const int64_t C = x.size(-1), rows = x.numel() / C;
-    auto dx = torch::empty_like(x);
-    // dw and db summed per chunk of rows, then over the chunks: no two threads add into one array.
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(at::get_num_threads(), rows / 64));
-    auto partial = torch::zeros({chunks, 2, C}, x.options());
-    const float *xp = x.data_ptr<float>(), *wp = w.data_ptr<float>(), *mp = mean.data_ptr<float>(),
-                *sp = rstd.data_ptr<float>();
-    float *dxp = dx.data_ptr<float>(), *pp = partial.data_ptr<float>();
-    const int64_t per_chunk = (rows + chunks - 1) / chunks;
-    at::parallel_for(0, chunks, /*grain_size=*/1, [&](int64_t c0, int64_t c1) {
-      for (int64_t c = c0; c < c1; ++c) {
-        const int64_t r0 = c * per_chunk, r1 = std::min(rows, r0 + per_chunk);
-        if (r0 >= r1) continue;
-        float* dw = pp + c * 2 * C;
-        float* db = has_bias ? dw + C : nullptr;
-        if (dy.scalar_type() == torch::kBFloat16)
-          kernels::layer_norm_backward(bf16_data(dy) + r0 * C, xp + r0 * C, wp, mp + r0, sp + r0, dxp + r0 * C, dw, db,
-                                       r1 - r0, C);
-        else
-          kernels::layer_norm_backward(dy.data_ptr<float>() + r0 * C, xp + r0 * C, wp, mp + r0, sp + r0, dxp + r0 * C,
-                                       dw, db, r1 - r0, C);
-      }
-    });
-    auto sums = partial.sum(0);  // (2, C)
-    return {dx, sums[0], has_bias ? sums[1] : torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    if (!grads[1].defined()) {  // only h is used further on
+      if (!grads[0].defined()) return {{}, {}, {}, {}, {}, {}};
+      return {grads[0], grads[0].to(a_type), torch::Tensor(), torch::Tensor(), {}, {}};
+    }
+    auto [dx, da, dw, db] = layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], has_bias, a_type,
+                                                grads[0]);
+    return {dx, da, dw, db, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -207,6 +267,31 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
     return LayerNormFunction::apply(x.contiguous(), weight.contiguous(), bias.defined() ? bias : torch::empty({0}), eps,
                                     bf16_out);
   return std::get<0>(layer_norm_forward(x.contiguous(), weight.contiguous(), bias, eps, bf16_out));
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& a,
+                                                             const torch::Tensor& weight, const torch::Tensor& bias,
+                                                             double eps) {
+  const bool bf16_out = cpu_autocast_bf16();
+  // The fused form where the norm itself is fused and a has the type of y (the matmul output feeding it).
+  const bool applies = g_enabled && on_cpu_float(x) && on_cpu_float(weight) && on_cpu_float(bias) && a.defined() &&
+                       weight.defined() && weight.dim() == 1 && x.dim() >= 1 && x.size(-1) == weight.size(0) &&
+                       x.numel() > 0 && a.device().is_cpu() && a.sizes() == x.sizes() &&
+                       a.scalar_type() == (bf16_out ? torch::kBFloat16 : torch::kFloat);
+  if (!applies) {
+    auto h = x + a;
+    return {h, fused_layer_norm(h, weight, bias, eps)};
+  }
+  const bool grad = torch::GradMode::is_enabled() && (x.requires_grad() || a.requires_grad() ||
+                                                      weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (grad) {
+    auto out = AddLayerNormFunction::apply(x.contiguous(), a.contiguous(), weight.contiguous(),
+                                           bias.defined() ? bias : torch::empty({0}), eps, bf16_out);
+    return {out[0], out[1]};
+  }
+  torch::Tensor h;
+  auto y = std::get<0>(layer_norm_forward(x.contiguous(), weight.contiguous(), bias, eps, bf16_out, a.contiguous(), &h));
+  return {h, y};
 }
 
 bool fused_rotary_applies(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {

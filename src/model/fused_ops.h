@@ -22,6 +22,13 @@ torch::Tensor fused_gelu(const torch::Tensor& x);
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                double eps);
 
+// The residual stream's add and the norm after it: h = x + a and torch::layer_norm(h), returned as
+// (h, y), in one pass each way. a is the branch's output (bfloat16 under bf16 autocast). Where the fused
+// form does not apply, the same values from x + a and fused_layer_norm.
+std::pair<torch::Tensor, torch::Tensor> fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& a,
+                                                             const torch::Tensor& weight, const torch::Tensor& bias,
+                                                             double eps);
+
 // RoPE's rotation of interleaved pairs, (B, H, T, 2P) by (T, P) cos and sin tables: LibTorch's
 // composition (positional/rotary.cpp's apply_rotary) in one pass each way, its results bit for bit.
 // Whether it applies: the fused ops on, x a CPU float or bfloat16 (B, H, T, 2P) with contiguous pairs,

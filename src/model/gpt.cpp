@@ -26,6 +26,11 @@ torch::Tensor LayerNormImpl::forward(const torch::Tensor& x) {
   return fused_layer_norm(x, weight, bias, /*eps=*/1e-5);
 }
 
+std::pair<torch::Tensor, torch::Tensor> LayerNormImpl::forward(const torch::Tensor& x, const torch::Tensor& a) {
+  if (!a.defined()) return {x, forward(x)};
+  return fused_add_layer_norm(x, a, weight, bias, /*eps=*/1e-5);
+}
+
 CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImpl> p)
     : n_head(c.n_head), dropout(c.dropout), pos(std::move(p)) {
   // One fused projection for q, k and v: one matmul instead of three.
@@ -160,10 +165,12 @@ BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImp
   mlp = register_module("mlp", MLP(c));
 }
 
-torch::Tensor BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& positions, const AttentionBias& bias,
-                                 LayerKV* kv) {
-  auto h = x + attn->forward(ln_1(x), positions, bias, kv);
-  return h + mlp(ln_2(h));
+std::pair<torch::Tensor, torch::Tensor> BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& pending,
+                                                          const torch::Tensor& positions, const AttentionBias& bias,
+                                                          LayerKV* kv) {
+  auto [h, a_in] = ln_1->forward(x, pending);  // h = x + pending
+  auto [h2, m_in] = ln_2->forward(h, attn->forward(a_in, positions, bias, kv));
+  return {h2, mlp(m_in)};  // the stream and the MLP's output, which the next norm adds to it
 }
 
 GPTImpl::GPTImpl(const ModelConfig& c) : config(c) {
@@ -237,8 +244,9 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
     bias.whole = attention_bias(positions, cacheable);  // (T, T) or (H, T, T)
     bias.causal_only = bias.whole.dim() == 2;
   }
-  for (const auto& block : *h) x = block->as<Block>()->forward(x, positions, bias);
-  x = ln_f(x);
+  torch::Tensor pending;  // the last branch's output, added to the stream by the norm after it
+  for (const auto& block : *h) std::tie(x, pending) = block->as<Block>()->forward(x, pending, positions, bias);
+  x = ln_f->forward(x, pending).second;
   return fused_linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
 }
 
@@ -255,9 +263,11 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cac
   bias.whole = masked_bias(positions, torch::arange(past + T, opts));  // (T_new, T_all) or (H, T_new, T_all)
   // The fused kernels' is_causal aligns the mask top-left, wrong once the queries start past 0.
   bias.causal_only = bias.whole.dim() == 2 && past == 0;
-  for (size_t i = 0; i < h->size(); ++i) x = (*h)[i]->as<Block>()->forward(x, positions, bias, &cache.layers[i]);
+  torch::Tensor pending;
+  for (size_t i = 0; i < h->size(); ++i)
+    std::tie(x, pending) = (*h)[i]->as<Block>()->forward(x, pending, positions, bias, &cache.layers[i]);
   cache.length += T;
-  x = ln_f(x);
+  x = ln_f->forward(x, pending).second;
   return fused_linear(x, wte->weight);  // (B, T_new, vocab)
 }
 

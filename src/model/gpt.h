@@ -19,6 +19,9 @@ namespace poslab {
 struct LayerNormImpl : torch::nn::Module {
   LayerNormImpl(int64_t n_embd, bool bias);
   torch::Tensor forward(const torch::Tensor& x);
+  // The residual stream's add before the norm: (h, norm(h)) with h = x + a, in one pass where the fused
+  // ops apply; a undefined: (x, norm(x)).
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& a);
   torch::Tensor weight, bias;
 };
 TORCH_MODULE(LayerNorm);
@@ -76,8 +79,12 @@ TORCH_MODULE(MLP);
 
 struct BlockImpl : torch::nn::Module {
   BlockImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const AttentionBias& bias,
-                        LayerKV* kv = nullptr);
+  // The residual stream x plus pending (the previous block's MLP output, undefined for the first block)
+  // -> (the stream after attention, this block's MLP output): each branch's output is added to the
+  // stream by the norm that reads it next (ln_2, the next block's ln_1, ln_f), in the same pass.
+  std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& pending,
+                                                  const torch::Tensor& positions, const AttentionBias& bias,
+                                                  LayerKV* kv = nullptr);
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
