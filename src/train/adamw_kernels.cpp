@@ -31,12 +31,25 @@ void adamw_update(float* __restrict p, const float* __restrict g, float* __restr
 }
 
 POSLAB_TARGET_CLONES
-double sum_of_squares(const float* __restrict g, int64_t n) {
-  // Eight independent partial sums: one chain of dependent adds would bound the loop by add latency.
+double sum_parts_and_squares(const float* const* parts, int n_parts, float* __restrict g, int64_t n) {
+  // Blocks of 1024 elements, each squared while its sum is in L1. Eight independent partial sums of
+  // the squares: one chain of dependent adds would bound the loop by add latency.
+  constexpr int64_t kBlock = 1024;
   double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t j = 0;
-  for (; j + 8 <= n; j += 8)
-    for (int l = 0; l < 8; ++l) lanes[l] += static_cast<double>(g[j + l]) * g[j + l];
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = b + kBlock < n ? b + kBlock : n;
+    if (n_parts > 0) {
+      const float* __restrict first = parts[0];
+      for (int64_t i = b; i < e; ++i) g[i] = first[i];
+      for (int k = 1; k < n_parts; ++k) {
+        const float* __restrict part = parts[k];
+        for (int64_t i = b; i < e; ++i) g[i] += part[i];
+      }
+    }
+    for (; j + 8 <= e; j += 8)
+      for (int l = 0; l < 8; ++l) lanes[l] += static_cast<double>(g[j + l]) * g[j + l];
+  }
   for (; j < n; ++j) lanes[0] += static_cast<double>(g[j]) * g[j];
   double acc = 0;
   for (double lane : lanes) acc += lane;

@@ -14,7 +14,8 @@ struct AdamWScalars {
 // m = b1 m + (1-b1) g', v = b2 v + (1-b2) g'^2, p = decay p - step m / (sqrt(v)/bc2_sqrt + eps),
 // with g' = clip g: torch::optim::AdamW::step's arithmetic, element by element.
 void adamw_update(float* p, const float* g, float* m, float* v, int64_t n, AdamWScalars s);
-// The sum of g's squares, accumulated in double.
-double sum_of_squares(const float* g, int64_t n);
+// g = parts[0] + parts[1] + ... (in that order; none: g as it is), then the sum of g's squares in
+// double, in one pass: the batch shards' gradients summed into the one the optimizer steps on.
+double sum_parts_and_squares(const float* const* parts, int n_parts, float* g, int64_t n);
 
 }  // namespace poslab

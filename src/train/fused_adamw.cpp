@@ -112,15 +112,9 @@ void fused_adamw_step(torch::optim::AdamW& optimizer, const std::vector<std::vec
       const auto& ch = chunks[c];
       float* g = slots[ch.param].grad.data_ptr<float>();
       const auto& src = sources[ch.param];
-      if (!src.empty()) {
-        const float* first = src[0].data_ptr<float>();
-        for (int64_t j = ch.begin; j < ch.end; ++j) g[j] = first[j];
-        for (size_t s = 1; s < src.size(); ++s) {
-          const float* part = src[s].data_ptr<float>();
-          for (int64_t j = ch.begin; j < ch.end; ++j) g[j] += part[j];
-        }
-      }
-      sumsq[c] = sum_of_squares(g + ch.begin, ch.end - ch.begin);
+      std::vector<const float*> parts;
+      for (const auto& part : src) parts.push_back(part.data_ptr<float>() + ch.begin);
+      sumsq[c] = sum_parts_and_squares(parts.data(), static_cast<int>(parts.size()), g + ch.begin, ch.end - ch.begin);
     }
   });
 
