@@ -10,6 +10,7 @@
 #include <array>
 #include <limits>
 
+#include "model/dnnl_matmul.h"
 #include "model/fused_attention.h"
 #include "model/fused_ops.h"
 #include "model/gpt.h"
@@ -241,6 +242,49 @@ TEST_F(FusedAttentionOn, ThreadsAndGradientModeChangeNothing) {
   EXPECT_TRUE(torch::equal(y1, y2));
   EXPECT_TRUE(torch::equal(dq1, dq2));
   EXPECT_TRUE(torch::equal(y1, run(2, false).first));
+}
+
+// Attention read from the fused projection's rows and written to c_proj's, against the same attention on
+// q, k and v split, viewed and transposed as the model did before: bit for bit, the output and the
+// gradients of the rows and of a learned bias, with every mask shape of self-attention.
+TEST_F(FusedAttentionOn, FromTheProjectionRowsIsTheSplitAttentionBitForBit) {
+  const auto probe = torch::zeros({1, 4, 6}, torch::kBFloat16);
+  if (!dnnl_matmul_active()) {
+    EXPECT_FALSE(fused_attention_qkv_applies(probe, 2, {}));
+    GTEST_SKIP() << "no oneDNN products here: the model splits q, k and v itself";
+  }
+  EXPECT_TRUE(fused_attention_qkv_applies(probe, 2, {}));
+  EXPECT_FALSE(fused_attention_qkv_applies(probe.to(torch::kFloat), 2, {}));
+  EXPECT_FALSE(fused_attention_qkv_applies(probe, 4, {}));  // 6 columns are not 3 x 4 heads
+  for (int threads : {1, 2}) {
+    ThreadCount tc(threads);
+    for (const auto& c : kCases) {
+      if (c.tq != c.tk) continue;  // self-attention: one T for queries and keys
+      torch::manual_seed(12);
+      const int64_t C = c.H * c.hs;
+      auto rows = torch::randn({c.B, c.tq, 3 * C}).to(torch::kBFloat16).requires_grad_(true);
+      auto mask = make_mask(c);
+      const bool learned = mask.defined() && c.mask != "causal2d";
+      if (learned) mask.requires_grad_(true);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.hs));
+      auto y = fused_attention_qkv(rows, c.H, mask, scale);
+      ASSERT_EQ(y.sizes(), (std::vector<int64_t>{c.B, c.tq, C}));
+      auto rows_ref = rows.detach().clone().requires_grad_(true);
+      auto mask_ref = mask.defined() ? mask.detach().clone().requires_grad_(learned) : torch::Tensor();
+      auto split = rows_ref.split(C, 2);
+      auto heads = [&](const torch::Tensor& t) { return t.view({c.B, c.tq, c.H, c.hs}).transpose(1, 2); };
+      auto y_ref = fused_attention(heads(split[0]), heads(split[1]), heads(split[2]), mask_ref, scale)
+                       .transpose(1, 2)
+                       .reshape({c.B, c.tq, C});
+      const std::string where = c.mask + " T=" + std::to_string(c.tq) + " threads=" + std::to_string(threads);
+      EXPECT_TRUE(torch::equal(y.detach(), y_ref.detach())) << where;
+      auto g = torch::randn(y.sizes()).to(torch::kBFloat16);
+      y.backward(g);
+      y_ref.backward(g);
+      EXPECT_TRUE(torch::equal(rows.grad(), rows_ref.grad())) << where;
+      if (learned) EXPECT_TRUE(torch::equal(mask.grad(), mask_ref.grad())) << where;
+    }
+  }
 }
 
 TEST_F(FusedAttentionOn, AppliesOnlyToCpuFloatAndBfloat16WithTheOpsOn) {

@@ -7,6 +7,7 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/Parallel.h>
 
+#include <array>
 #include <vector>
 
 #include "model/attention_kernels.h"
@@ -125,10 +126,9 @@ struct AttentionSoftmaxFunction : torch::autograd::Function<AttentionSoftmaxFunc
 
 // Attention in bfloat16 with both products on oneDNN directly (model/dnnl_matmul.h): one autograd node for
 // q k^T, the softmax and p v, where LibTorch's matmuls run ~20 small ops each way. The output is written
-// in the rows the output projection reads, (B, t_q, H, hs), and returned as its (B, H, t_q, hs) view, so
-// the copy into rows that follows is none.
+// in the rows the output projection reads, (B, t_q, H, hs), so the copy into rows that follows is none.
 struct Bf16Attention {
-  torch::Tensor q, k, v, s, stats, p, y;  // y: (B, H, t_q, hs), a view of (B, t_q, H, hs) rows
+  torch::Tensor q, k, v, s, stats, p, rows;  // rows: y as (B, t_q, H hs)
 
   Bf16Attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
                 const torch::Tensor& mask, double scale)
@@ -136,7 +136,30 @@ struct Bf16Attention {
     s = bf16_matmul(q, k.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
     std::tie(p, stats) = softmax_forward(s, mask, scale);
     const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), hs = v.size(3);
-    y = bf16_matmul(p, v, torch::kBFloat16, {}, torch::empty({B, tq, H, hs}, q.options()).permute({0, 2, 1, 3}));
+    rows = torch::empty({B, tq, H * hs}, q.options());
+    bf16_matmul(p, v, torch::kBFloat16, {}, heads(rows, H));
+  }
+  // y as (B, H, t_q, hs): a view of rows.
+  torch::Tensor y() const { return heads(rows, q.size(1)); }
+
+  // (B, t, H hs) rows (or any slice of a row's columns) seen as (B, H, t, hs) heads, without a copy.
+  static torch::Tensor heads(const torch::Tensor& rows, int64_t H) {
+    return rows.view({rows.size(0), rows.size(1), H, rows.size(2) / H}).permute({0, 2, 1, 3});
+  }
+
+  // The gradients of q, k, v (written into dq, dk, dv, (B, H, t, hs) views) and of the mask (when mask_grad)
+  // from dy (B, H, t_q, hs), with what the forward saved.
+  static torch::Tensor backward(const variable_list& saved, const torch::Tensor& mask, const torch::Tensor& dy_in,
+                                double scale, bool mask_grad, const torch::Tensor& dq, const torch::Tensor& dk,
+                                const torch::Tensor& dv) {
+    const auto &q = saved[0], &k = saved[1], &v = saved[2], &s = saved[3], &stats = saved[4], &p = saved[5];
+    const auto dy = dy_in.to(torch::kBFloat16).contiguous();                  // (B, H, t_q, hs)
+    const auto dp = bf16_matmul(dy, v.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
+    auto [ds, dmask] = softmax_backward(s, stats, mask, dp, scale, mask_grad);
+    bf16_matmul(ds, k, torch::kBFloat16, {}, dq);                  // (B, H, t_q, hs)
+    bf16_matmul(ds.transpose(-2, -1), q, torch::kBFloat16, {}, dk);  // (B, H, t_k, hs)
+    bf16_matmul(p.transpose(-2, -1), dy, torch::kBFloat16, {}, dv);  // (B, H, t_k, hs)
+    return dmask;
   }
 };
 
@@ -148,20 +171,50 @@ struct AttentionFunction : torch::autograd::Function<AttentionFunction> {
     ctx->save_for_backward({a.q, a.k, a.v, a.s, a.stats, a.p});
     ctx->saved_data["mask"] = mask;  // a value, as in AttentionSoftmaxFunction
     ctx->saved_data["scale"] = scale;
-    return a.y;
+    return a.y();
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &q = saved[0], &k = saved[1], &v = saved[2], &s = saved[3], &stats = saved[4], &p = saved[5];
     const auto mask = ctx->saved_data["mask"].toTensor();
-    const auto dy = grads[0].to(torch::kBFloat16).contiguous();                   // (B, H, t_q, hs)
-    const auto dp = bf16_matmul(dy, v.transpose(-2, -1), torch::kBFloat16);       // (B, H, t_q, t_k)
-    auto [ds, dmask] = softmax_backward(s, stats, mask, dp, ctx->saved_data["scale"].toDouble(),
-                                        mask.numel() > 0 && ctx->needs_input_grad(3));
-    auto dq = bf16_matmul(ds, k, torch::kBFloat16);                                 // (B, H, t_q, hs)
-    auto dk = bf16_matmul(ds.transpose(-2, -1), q, torch::kBFloat16);               // (B, H, t_k, hs)
-    auto dv = bf16_matmul(p.transpose(-2, -1), dy, torch::kBFloat16);               // (B, H, t_k, hs)
+    auto dq = torch::empty_like(saved[0]), dk = torch::empty_like(saved[1]), dv = torch::empty_like(saved[2]);
+    auto dmask = Bf16Attention::backward(saved, mask, grads[0], ctx->saved_data["scale"].toDouble(),
+                                         mask.numel() > 0 && ctx->needs_input_grad(3), dq, dk, dv);
     return {dq, dk, dv, dmask, torch::Tensor()};
+  }
+};
+
+// q, k and v as (B, H, T, hs) views of the fused projection's (B, T, 3C) output.
+std::array<torch::Tensor, 3> qkv_heads(const torch::Tensor& qkv, int64_t n_head) {
+  const int64_t C = qkv.size(2) / 3;
+  return {Bf16Attention::heads(qkv.narrow(2, 0, C), n_head), Bf16Attention::heads(qkv.narrow(2, C, C), n_head),
+          Bf16Attention::heads(qkv.narrow(2, 2 * C, C), n_head)};
+}
+
+// Attention from the projection's output to the rows c_proj reads, (B, T, 3C) -> (B, T, C), as one node:
+// its backward writes the gradients of q, k and v into one (B, T, 3C) tensor, where split, view and
+// transpose would each take a node and the gradient a copy per view and a concatenation.
+struct QkvAttentionFunction : torch::autograd::Function<QkvAttentionFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& qkv, const torch::Tensor& mask,
+                               int64_t n_head, double scale) {
+    const auto [q, k, v] = qkv_heads(qkv, n_head);
+    Bf16Attention a(q, k, v, mask, scale);
+    ctx->save_for_backward({a.q, a.k, a.v, a.s, a.stats, a.p});
+    ctx->saved_data["mask"] = mask;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["n_head"] = n_head;
+    return a.rows;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto mask = ctx->saved_data["mask"].toTensor();
+    const int64_t H = ctx->saved_data["n_head"].toInt();
+    const auto& q = saved[0];
+    auto dqkv = torch::empty({q.size(0), q.size(2), 3 * q.size(1) * q.size(3)}, q.options());  // (B, T, 3C)
+    const auto [dq, dk, dv] = qkv_heads(dqkv, H);
+    auto dmask = Bf16Attention::backward(saved, mask, Bf16Attention::heads(grads[0].contiguous(), H),
+                                         ctx->saved_data["scale"].toDouble(),
+                                         mask.numel() > 0 && ctx->needs_input_grad(1), dq, dk, dv);
+    return {dqkv, dmask, torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -184,7 +237,7 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
     const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
     const bool grad = torch::GradMode::is_enabled() &&
                       (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
-    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale).y;
+    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale).y();
   }
   auto s = torch::matmul(q, k.transpose(-2, -1)).contiguous();  // (B, H, t_q, t_k): bfloat16 under autocast
   if (s.scalar_type() != torch::kFloat && s.scalar_type() != torch::kBFloat16) s = s.to(torch::kFloat);
@@ -192,6 +245,20 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
   const bool grad = torch::GradMode::is_enabled() && (s.requires_grad() || m.requires_grad());
   const auto p = grad ? AttentionSoftmaxFunction::apply(s, m, scale) : softmax_forward(s, m, scale).first;
   return torch::matmul(p, v);  // (B, H, t_q, hs)
+}
+
+bool fused_attention_qkv_applies(const torch::Tensor& qkv, int64_t n_head, const torch::Tensor& mask) {
+  return fused_ops_enabled() && dnnl_matmul_active() && qkv.dim() == 3 && qkv.device().is_cpu() &&
+         qkv.scalar_type() == torch::kBFloat16 && qkv.size(2) % (3 * n_head) == 0 && qkv.size(1) > 0 &&
+         (!mask.defined() || (mask.device().is_cpu() && mask.scalar_type() == torch::kFloat));
+}
+
+torch::Tensor fused_attention_qkv(const torch::Tensor& qkv, int64_t n_head, const torch::Tensor& mask, double scale) {
+  const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
+  const bool grad = torch::GradMode::is_enabled() && (qkv.requires_grad() || m.requires_grad());
+  if (grad) return QkvAttentionFunction::apply(qkv, m, n_head, scale);
+  const auto [q, k, v] = qkv_heads(qkv, n_head);
+  return Bf16Attention(q, k, v, m, scale).rows;
 }
 
 }  // namespace poslab

@@ -21,4 +21,11 @@ bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, con
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& mask, double scale);
 
+// The same attention from the fused projection's output: qkv (B, T, 3C), q, k and v side by side in each
+// row and each split into n_head heads, to y in rows (B, T, C), the heads side by side. One autograd node,
+// whose backward writes qkv's gradient whole. Applies where fused_attention takes the bfloat16 path on
+// oneDNN: the fused ops on, oneDNN called directly, qkv bfloat16 on the CPU, the mask float or undefined.
+bool fused_attention_qkv_applies(const torch::Tensor& qkv, int64_t n_head, const torch::Tensor& mask);
+torch::Tensor fused_attention_qkv(const torch::Tensor& qkv, int64_t n_head, const torch::Tensor& mask, double scale);
+
 }  // namespace poslab

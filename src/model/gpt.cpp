@@ -42,13 +42,25 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shar
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
                                                const AttentionBias& bias, LayerKV* kv) {
   const auto B = x.size(0), T = x.size(1), C = x.size(2);
-  auto qkv = linear(c_attn, x).split(C, /*dim=*/2);
+  const auto qkv_rows = linear(c_attn, x);  // (B, T, 3C)
+  auto qkv = qkv_rows.split(C, /*dim=*/2);
   auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
   auto k = qkv[1].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
   auto v = qkv[2].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
+  const auto q_in = q, k_in = k;
   std::tie(q, k) = kv ? pos->rotate_cached(q, k, positions) : pos->rotate(q, k, positions);
   if (kv) std::tie(k, v) = kv->append(k, v);  // (B, H, T_cached + T, hs): keys rotated once, when they arrived
   const double p_drop = is_training() ? dropout : 0.0;
+  // Where the encoding left q and k as they were (no rotation) and nothing needs the probabilities or
+  // the scores, attention reads the projection's rows and writes c_proj's, one node from one to the other.
+  const bool unrotated = q.is_same(q_in) && k.is_same(k_in);
+  if (unrotated && !kv && bias.query_block == 0 && !pos->needs_scores() && record_probs == nullptr && p_drop == 0 &&
+      !takes_fused_kernel(q)) {
+    const auto mask = bias.causal_only ? torch::Tensor() : bias.whole;
+    if (fused_attention_qkv_applies(qkv_rows, n_head, mask))
+      return resid_dropout(linear(c_proj, fused_attention_qkv(qkv_rows, n_head, mask,
+                                                              1.0 / std::sqrt(static_cast<double>(C / n_head)))));
+  }
   torch::Tensor y;  // (B, H, T, hs)
   if (bias.query_block > 0) {
     std::vector<torch::Tensor> blocks;
