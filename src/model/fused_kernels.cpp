@@ -61,16 +61,24 @@ POSLAB_INLINE void gelu_forward_loop(const T* __restrict x, T* __restrict y, int
   }
 }
 
+// The forward for a backward to come: y as gelu_forward_loop writes it and d = Phi(x) + x phi(x) in float
+// (the same erf, and phi(x) from the e^(-x^2/2) it shares in float), so that the backward is a product.
 template <class T>
-POSLAB_INLINE void gelu_backward_loop(const T* __restrict dy, const T* __restrict x, T* __restrict dx, int64_t n) {
+POSLAB_INLINE void gelu_forward_derivative_loop(const T* __restrict x, T* __restrict y, float* __restrict d, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float xi = to_float(x[i]);
     const float z = xi * kSqrtHalf;
     const float e = exp_nonpositive(-z * z);  // e^(-x^2/2)
-    const float cdf = 0.5f * (1.0f + (std::is_same_v<T, float> ? erf_with(z, e) : erf_rational(z)));
-    const float pdf = kInvSqrt2Pi * e;
-    store(dx + i, to_float(dy[i]) * (cdf + xi * pdf));
+    const float erf = std::is_same_v<T, float> ? erf_with(z, e) : erf_rational(z);
+    store(y + i, xi * 0.5f * (1.0f + erf));
+    const float cdf = 0.5f * (1.0f + erf);
+    d[i] = cdf + xi * (kInvSqrt2Pi * e);
   }
+}
+
+template <class T>
+POSLAB_INLINE void scale_by_loop(const T* __restrict dy, const float* __restrict d, T* __restrict dx, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) store(dx + i, to_float(dy[i]) * d[i]);
 }
 
 // With a residual a (may be null): h = x + a is written, then normalised, in the same pass over the row.
@@ -136,11 +144,17 @@ POSLAB_INLINE void layer_norm_backward_loop(const DY* __restrict dy, const float
 
 POSLAB_TARGET_CLONES void gelu_forward(const float* x, float* y, int64_t n) { gelu_forward_loop(x, y, n); }
 POSLAB_TARGET_CLONES void gelu_forward(const bf16* x, bf16* y, int64_t n) { gelu_forward_loop(x, y, n); }
-POSLAB_TARGET_CLONES void gelu_backward(const float* dy, const float* x, float* dx, int64_t n) {
-  gelu_backward_loop(dy, x, dx, n);
+POSLAB_TARGET_CLONES void gelu_forward_with_derivative(const float* x, float* y, float* d, int64_t n) {
+  gelu_forward_derivative_loop(x, y, d, n);
 }
-POSLAB_TARGET_CLONES void gelu_backward(const bf16* dy, const bf16* x, bf16* dx, int64_t n) {
-  gelu_backward_loop(dy, x, dx, n);
+POSLAB_TARGET_CLONES void gelu_forward_with_derivative(const bf16* x, bf16* y, float* d, int64_t n) {
+  gelu_forward_derivative_loop(x, y, d, n);
+}
+POSLAB_TARGET_CLONES void gelu_backward_with_derivative(const float* dy, const float* d, float* dx, int64_t n) {
+  scale_by_loop(dy, d, dx, n);
+}
+POSLAB_TARGET_CLONES void gelu_backward_with_derivative(const bf16* dy, const float* d, bf16* dx, int64_t n) {
+  scale_by_loop(dy, d, dx, n);
 }
 
 POSLAB_TARGET_CLONES void layer_norm_forward(const float* x, const float* w, const float* b, float* y, float* mean,

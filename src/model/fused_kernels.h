@@ -13,9 +13,12 @@ using bf16 = uint16_t;  // bfloat16 bits: the top half of a float
 // bfloat16 with a faster rational erf whose difference lies far below bfloat16's rounding.
 void gelu_forward(const float* x, float* y, int64_t n);
 void gelu_forward(const bf16* x, bf16* y, int64_t n);
-// dx = dy (Phi(x) + x phi(x)).
-void gelu_backward(const float* dy, const float* x, float* dx, int64_t n);
-void gelu_backward(const bf16* dy, const bf16* x, bf16* dx, int64_t n);
+// The forward for training: y as above and the derivative d = Phi(x) + x phi(x) in float, kept for the
+// backward, dx = dy d: one product per element there, where recomputing erf and e^x took most of its time.
+void gelu_forward_with_derivative(const float* x, float* y, float* d, int64_t n);
+void gelu_forward_with_derivative(const bf16* x, bf16* y, float* d, int64_t n);
+void gelu_backward_with_derivative(const float* dy, const float* d, float* dx, int64_t n);
+void gelu_backward_with_derivative(const bf16* dy, const float* d, bf16* dx, int64_t n);
 
 // Rows of C floats: y = (x - mean) * rstd * w + b (b may be null), rstd = 1/sqrt(var + eps), var biased;
 // mean and rstd written per row for the backward. y as float, or as bfloat16 (rounded to nearest even)

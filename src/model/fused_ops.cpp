@@ -43,22 +43,38 @@ torch::Tensor gelu_forward(const torch::Tensor& x) {
 
 struct GeluFunction : torch::autograd::Function<GeluFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
-    ctx->save_for_backward({x});
-    return gelu_forward(x);
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    const auto x = ctx->get_saved_variables()[0];
-    const auto dy = grads[0].to(x.scalar_type()).contiguous();
-    auto dx = torch::empty_like(x);
+    auto y = torch::empty_like(x);
+    auto d = torch::empty(x.sizes(), x.options().dtype(torch::kFloat));  // the derivative, for the backward
+    float* dp = d.data_ptr<float>();
     const int64_t n = x.numel();
     if (x.scalar_type() == torch::kFloat) {
-      const float *dyp = dy.data_ptr<float>(), *xp = x.data_ptr<float>();
-      float* dxp = dx.data_ptr<float>();
-      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward(dyp + b, xp + b, dxp + b, e - b); });
+      const float* xp = x.data_ptr<float>();
+      float* yp = y.data_ptr<float>();
+      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward_with_derivative(xp + b, yp + b, dp + b, e - b); });
     } else {
-      const bf16 *dyp = bf16_data(dy), *xp = bf16_data(x);
+      const bf16* xp = bf16_data(x);
+      bf16* yp = bf16_data(y);
+      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward_with_derivative(xp + b, yp + b, dp + b, e - b); });
+    }
+    ctx->save_for_backward({d});
+    ctx->saved_data["type"] = static_cast<int64_t>(x.scalar_type());
+    return y;
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto d = ctx->get_saved_variables()[0];
+    const auto type = static_cast<c10::ScalarType>(ctx->saved_data["type"].toInt());
+    const auto dy = grads[0].to(type).contiguous();
+    auto dx = torch::empty(d.sizes(), d.options().dtype(type));
+    const int64_t n = d.numel();
+    const float* dp = d.data_ptr<float>();
+    if (type == torch::kFloat) {
+      const float* dyp = dy.data_ptr<float>();
+      float* dxp = dx.data_ptr<float>();
+      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward_with_derivative(dyp + b, dp + b, dxp + b, e - b); });
+    } else {
+      const bf16* dyp = bf16_data(dy);
       bf16* dxp = bf16_data(dx);
-      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward(dyp + b, xp + b, dxp + b, e - b); });
+      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward_with_derivative(dyp + b, dp + b, dxp + b, e - b); });
     }
     return {dx};
   }
