@@ -223,6 +223,63 @@ TEST_F(FusedOn, ResidualAddWithoutGradientsOrNotApplicableIsTheSumThenTheNorm) {
   EXPECT_TRUE(torch::equal(y, torch::layer_norm(x + a, {24}, w, {}, 1e-5)));
 }
 
+// The training loss against the formula in double: sum over scored rows of log sum_j e^x_j - x_target, and
+// its gradient e^(x - lse) - onehot (a zero row where the target is -1), float and bfloat16 logits (the
+// gradient in their type), rows over threads, a vocabulary off the vector width.
+TEST_F(FusedOn, CrossEntropySumMatchesTheFormulaAndItsGradient) {
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    for (int threads : {1, 2}) {
+      ThreadCount tc(threads);
+      torch::manual_seed(31);
+      const int64_t B = 3, T = 70, V = 37;
+      auto logits = (torch::randn({B, T, V}) * 3).to(dtype).requires_grad_(true);
+      auto targets = torch::randint(0, V, {B, T}, torch::kLong);
+      targets.index_put_({0, torch::indexing::Slice(0, 10)}, -1);  // ignored rows
+      auto loss = fused_cross_entropy_sum(logits, targets);
+      ASSERT_EQ(loss.scalar_type(), torch::kFloat);
+      ASSERT_EQ(loss.dim(), 0);
+      auto xd = logits.detach().to(torch::kDouble).reshape({-1, V});
+      auto t = targets.reshape({-1});
+      auto lse = xd.exp().sum(-1).log();  // |x| < ~15: no overflow in double
+      double want = 0;
+      auto grad_want = torch::zeros_like(xd);
+      for (int64_t r = 0; r < xd.size(0); ++r) {
+        const int64_t tr = t[r].item<int64_t>();
+        if (tr < 0) continue;
+        want += lse[r].item<double>() - xd[r][tr].item<double>();
+        grad_want[r] = (xd[r] - lse[r]).exp();
+        grad_want[r][tr] -= 1.0;
+      }
+      const std::string where = std::string(dtype == torch::kFloat ? "float" : "bf16") + " threads " + std::to_string(threads);
+      EXPECT_NEAR(loss.item<double>(), want, 1e-5 * std::abs(want)) << where;
+      loss.backward(torch::full({}, 0.5));
+      ASSERT_EQ(logits.grad().scalar_type(), dtype);
+      const double tol = dtype == torch::kFloat ? 1e-6 : std::ldexp(1.0, -8);  // bf16: its own rounding, |g| <= 0.5
+      EXPECT_LE(max_abs_diff(logits.grad().reshape({-1, V}), grad_want * 0.5), tol) << where;
+      EXPECT_EQ(logits.grad()[0].narrow(0, 0, 10).abs().max().item<double>(), 0.0) << where;  // ignored rows
+      // Without a graph: the same loss.
+      torch::NoGradGuard no_grad;
+      EXPECT_EQ(fused_cross_entropy_sum(logits, targets).item<float>(), loss.item<float>()) << where;
+    }
+  }
+}
+
+TEST_F(FusedOn, CrossEntropySumRefusesTargetsOutOfRangeAndFallsBackToLibTorch) {
+  auto logits = torch::randn({4, 5});
+  EXPECT_THROW(fused_cross_entropy_sum(logits, torch::tensor({0, 1, 5, 2})), c10::Error);
+  EXPECT_THROW(fused_cross_entropy_sum(logits, torch::tensor({0, -2, 1, 2})), c10::Error);
+  const auto targets = torch::tensor({0, -1, 4, 2});
+  const auto libtorch = torch::nn::functional::cross_entropy(
+      logits, targets, torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  EXPECT_NEAR(fused_cross_entropy_sum(logits, targets).item<double>(), libtorch.item<double>(), 1e-5);
+  // Doubles, or the fused ops off: LibTorch's op exactly.
+  EXPECT_TRUE(torch::equal(fused_cross_entropy_sum(logits.to(torch::kDouble), targets), libtorch));
+  set_fused_ops(false);
+  const auto off = fused_cross_entropy_sum(logits, targets);
+  set_fused_ops(true);
+  EXPECT_TRUE(torch::equal(off, libtorch));
+}
+
 TEST_F(FusedOn, WithoutGradientsTheSameValues) {
   torch::manual_seed(9);
   auto x = torch::randn({5, 33});

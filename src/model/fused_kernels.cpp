@@ -140,6 +140,38 @@ POSLAB_INLINE void layer_norm_backward_loop(const DY* __restrict dy, const float
   }
 }
 
+// Cross-entropy over rows of V logits: lse = log sum exp (from the row's maximum, as log_softmax does),
+// loss = lse - x[target]; a negative target (ignored) gives 0 and a zero gradient row.
+template <class T>
+POSLAB_INLINE void cross_entropy_forward_loop(const T* __restrict x, const int64_t* __restrict target, int64_t rows,
+                                              int64_t V, float* __restrict lse, float* __restrict loss) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * V;
+    float m = to_float(xr[0]);
+    for (int64_t j = 1; j < V; ++j) m = to_float(xr[j]) > m ? to_float(xr[j]) : m;
+    const float sum = lane_sum(V, [&](int64_t j) { return exp_nonpositive(to_float(xr[j]) - m); });
+    lse[r] = m + std::log(sum);
+    loss[r] = target[r] < 0 ? 0.0f : lse[r] - to_float(xr[target[r]]);
+  }
+}
+
+template <class T>
+POSLAB_INLINE void cross_entropy_backward_loop(const T* __restrict x, const int64_t* __restrict target,
+                                               const float* __restrict lse, float g, int64_t rows, int64_t V,
+                                               T* __restrict dx) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * V;
+    T* dr = dx + r * V;
+    if (target[r] < 0) {
+      for (int64_t j = 0; j < V; ++j) store(dr + j, 0.0f);
+      continue;
+    }
+    const float l = lse[r];
+    for (int64_t j = 0; j < V; ++j) store(dr + j, g * exp_nonpositive(to_float(xr[j]) - l));
+    store(dr + target[r], g * (exp_nonpositive(to_float(xr[target[r]]) - l) - 1.0f));
+  }
+}
+
 }  // namespace
 
 POSLAB_TARGET_CLONES void gelu_forward(const float* x, float* y, int64_t n) { gelu_forward_loop(x, y, n); }
@@ -195,6 +227,23 @@ POSLAB_TARGET_CLONES void add_layer_norm_backward(const bf16* dy, const float* h
                                                   const float* rstd, const float* dres, float* dx, bf16* da,
                                                   float* dw, float* db, int64_t rows, int64_t C) {
   layer_norm_backward_loop(dy, h, w, mean, rstd, dres, dx, da, dw, db, rows, C);
+}
+
+POSLAB_TARGET_CLONES void cross_entropy_forward(const float* x, const int64_t* target, int64_t rows, int64_t V,
+                                                float* lse, float* loss) {
+  cross_entropy_forward_loop(x, target, rows, V, lse, loss);
+}
+POSLAB_TARGET_CLONES void cross_entropy_forward(const bf16* x, const int64_t* target, int64_t rows, int64_t V,
+                                                float* lse, float* loss) {
+  cross_entropy_forward_loop(x, target, rows, V, lse, loss);
+}
+POSLAB_TARGET_CLONES void cross_entropy_backward(const float* x, const int64_t* target, const float* lse, float g,
+                                                 int64_t rows, int64_t V, float* dx) {
+  cross_entropy_backward_loop(x, target, lse, g, rows, V, dx);
+}
+POSLAB_TARGET_CLONES void cross_entropy_backward(const bf16* x, const int64_t* target, const float* lse, float g,
+                                                 int64_t rows, int64_t V, bf16* dx) {
+  cross_entropy_backward_loop(x, target, lse, g, rows, V, dx);
 }
 
 }  // namespace poslab::kernels

@@ -1,6 +1,7 @@
-// Element loops of the fused CPU ops (src/model/fused_ops.cpp wraps them as autograd functions):
-// GELU and LayerNorm, forward and backward, over raw float or bfloat16 arrays. Free of LibTorch's
-// headers, like the optimizer's loops: built with -fno-math-errno and for several instruction sets.
+// Element loops of the fused CPU ops (src/model/fused_ops.cpp wraps them as autograd functions): GELU,
+// LayerNorm (with the residual add before it) and the training loss's cross-entropy, forward and backward,
+// over raw float or bfloat16 arrays. Free of LibTorch's headers, like the optimizer's loops: built with
+// -fno-math-errno and for several instruction sets.
 #pragma once
 
 #include <cstdint>
@@ -47,5 +48,15 @@ void add_layer_norm_backward(const float* dy, const float* h, const float* w, co
                              const float* dres, float* dx, float* da, float* dw, float* db, int64_t rows, int64_t C);
 void add_layer_norm_backward(const bf16* dy, const float* h, const float* w, const float* mean, const float* rstd,
                              const float* dres, float* dx, bf16* da, float* dw, float* db, int64_t rows, int64_t C);
+
+// Cross-entropy of rows of V logits against their targets (a negative target: the row is ignored):
+// lse = log sum_j e^x_j per row and loss = lse - x[target] (0 for an ignored row), in float.
+void cross_entropy_forward(const float* x, const int64_t* target, int64_t rows, int64_t V, float* lse, float* loss);
+void cross_entropy_forward(const bf16* x, const int64_t* target, int64_t rows, int64_t V, float* lse, float* loss);
+// Its gradient times g: dx = g (e^(x - lse) - [j == target]), a zero row where the target is ignored.
+void cross_entropy_backward(const float* x, const int64_t* target, const float* lse, float g, int64_t rows, int64_t V,
+                            float* dx);
+void cross_entropy_backward(const bf16* x, const int64_t* target, const float* lse, float g, int64_t rows, int64_t V,
+                            bf16* dx);
 
 }  // namespace poslab::kernels

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <optional>
+#include <vector>
 
 #include "model/fused_kernels.h"
 #include "model/rotary_kernels.h"
@@ -209,6 +210,52 @@ struct AddLayerNormFunction : torch::autograd::Function<AddLayerNormFunction> {
   }
 };
 
+// The summed cross-entropy of logits (rows, V) against targets (rows,), -1 ignored: one node, the logits
+// read in their own type (no float copy), the backward written in it.
+// The rows' log-sum-exp and their summed loss.
+std::pair<torch::Tensor, double> cross_entropy_rows(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const int64_t rows = logits.size(0), V = logits.size(1);
+  auto lse = torch::empty({rows}, logits.options().dtype(torch::kFloat));
+  std::vector<float> loss(rows);
+  const int64_t* tp = targets.data_ptr<int64_t>();
+  float* lp = lse.data_ptr<float>();
+  for_rows(rows, [&](int64_t r0, int64_t r1) {
+    if (logits.scalar_type() == torch::kFloat)
+      kernels::cross_entropy_forward(logits.data_ptr<float>() + r0 * V, tp + r0, r1 - r0, V, lp + r0, loss.data() + r0);
+    else
+      kernels::cross_entropy_forward(bf16_data(logits) + r0 * V, tp + r0, r1 - r0, V, lp + r0, loss.data() + r0);
+  });
+  double total = 0;  // in row order: the same sum for any thread count
+  for (float l : loss) total += l;
+  return {lse, total};
+}
+
+struct CrossEntropyFunction : torch::autograd::Function<CrossEntropyFunction> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets) {
+    auto [lse, total] = cross_entropy_rows(logits, targets);
+    ctx->save_for_backward({logits, targets, lse});
+    return torch::full({}, total, logits.options().dtype(torch::kFloat));
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &logits = saved[0], &targets = saved[1], &lse = saved[2];
+    const int64_t rows = logits.size(0), V = logits.size(1);
+    const auto g = grads[0].item<float>();
+    auto dx = torch::empty_like(logits);
+    const int64_t* tp = targets.data_ptr<int64_t>();
+    const float* lp = lse.data_ptr<float>();
+    for_rows(rows, [&](int64_t r0, int64_t r1) {
+      if (logits.scalar_type() == torch::kFloat)
+        kernels::cross_entropy_backward(logits.data_ptr<float>() + r0 * V, tp + r0, lp + r0, g, r1 - r0, V,
+                                        dx.data_ptr<float>() + r0 * V);
+      else
+        kernels::cross_entropy_backward(bf16_data(logits) + r0 * V, tp + r0, lp + r0, g, r1 - r0, V,
+                                        bf16_data(dx) + r0 * V);
+    });
+    return {dx, torch::Tensor()};
+  }
+};
+
 // y = the pairs of x turned (or, backward, dx from dy turned back): rows (b, h, t) of x at their strides,
 // y written contiguous.
 torch::Tensor rotary_rows(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, bool backward) {
@@ -308,6 +355,27 @@ std::pair<torch::Tensor, torch::Tensor> fused_add_layer_norm(const torch::Tensor
   torch::Tensor h;
   auto y = std::get<0>(layer_norm_forward(x.contiguous(), weight.contiguous(), bias, eps, bf16_out, a.contiguous(), &h));
   return {h, y};
+}
+
+torch::Tensor fused_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets) {
+  const int64_t V = logits.dim() >= 1 ? logits.size(-1) : 0;
+  const bool applies = g_enabled && logits.device().is_cpu() &&
+                       (logits.scalar_type() == torch::kFloat || logits.scalar_type() == torch::kBFloat16) &&
+                       logits.dim() >= 2 && V > 0 && targets.device().is_cpu() && targets.scalar_type() == torch::kLong &&
+                       targets.numel() * V == logits.numel();
+  if (!applies)
+    return torch::nn::functional::cross_entropy(
+        logits.reshape({-1, V}).to(torch::kFloat), targets.reshape({-1}),
+        torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-1).reduction(torch::kSum));
+  const auto x = logits.reshape({-1, V}).contiguous();
+  const auto t = targets.reshape({-1}).contiguous();
+  // LibTorch's nll_loss refuses a target out of range; so does this, with the same bounds.
+  const int64_t* tp = t.data_ptr<int64_t>();
+  for (int64_t r = 0; r < t.numel(); ++r)
+    TORCH_CHECK(tp[r] >= -1 && tp[r] < V, "cross_entropy: target ", tp[r], " is out of bounds for ", V,
+                " classes (-1 is ignored)");
+  if (torch::GradMode::is_enabled() && x.requires_grad()) return CrossEntropyFunction::apply(x, t);
+  return torch::full({}, cross_entropy_rows(x, t).second, x.options().dtype(torch::kFloat));
 }
 
 bool fused_rotary_applies(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin) {

@@ -29,6 +29,11 @@ std::pair<torch::Tensor, torch::Tensor> fused_add_layer_norm(const torch::Tensor
                                                              const torch::Tensor& weight, const torch::Tensor& bias,
                                                              double eps);
 
+// The training loss: cross-entropy of logits (..., V) against targets (...), int64, -1 ignored, summed over
+// the tokens, as a float scalar: torch's cross_entropy(logits as float, ignore_index -1, sum) to float
+// rounding, in one pass each way over the logits in their own type. LibTorch's op where it does not apply.
+torch::Tensor fused_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets);
+
 // RoPE's rotation of interleaved pairs, (B, H, T, 2P) by (T, P) cos and sin tables: LibTorch's
 // composition (positional/rotary.cpp's apply_rotary) in one pass each way, its results bit for bit.
 // Whether it applies: the fused ops on, x a CPU float or bfloat16 (B, H, T, 2P) with contiguous pairs,

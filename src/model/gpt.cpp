@@ -293,8 +293,9 @@ torch::Tensor GPTImpl::loss(const torch::Tensor& logits, const torch::Tensor& ta
   return cross_entropy(logits, targets, torch::kMean);
 }
 
+// The training loss: fused on the CPU (one pass each way over the logits in their own type).
 torch::Tensor GPTImpl::summed_loss(const torch::Tensor& logits, const torch::Tensor& targets) {
-  return cross_entropy(logits, targets, torch::kSum);
+  return fused_cross_entropy_sum(logits, targets);
 }
 
 int64_t GPTImpl::num_params() const {
