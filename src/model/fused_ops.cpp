@@ -27,36 +27,24 @@ void for_elements(int64_t n, F body) {
   at::parallel_for(0, n, /*grain_size=*/16384, body);
 }
 
-torch::Tensor gelu_forward(const torch::Tensor& x) {
+// y = GELU(x); with d (float, x's size) its derivative too, written for the backward in the same pass.
+torch::Tensor gelu_forward(const torch::Tensor& x, float* d = nullptr) {
   auto y = torch::empty_like(x);
-  const int64_t n = x.numel();
-  if (x.scalar_type() == torch::kFloat) {
-    const float* xp = x.data_ptr<float>();
-    float* yp = y.data_ptr<float>();
-    for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward(xp + b, yp + b, e - b); });
-  } else {
-    const bf16* xp = bf16_data(x);
-    bf16* yp = bf16_data(y);
-    for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward(xp + b, yp + b, e - b); });
-  }
+  auto run = [&](const auto* xp, auto* yp) {
+    for_elements(x.numel(), [&](int64_t b, int64_t e) {
+      if (d != nullptr) kernels::gelu_forward_with_derivative(xp + b, yp + b, d + b, e - b);
+      else kernels::gelu_forward(xp + b, yp + b, e - b);
+    });
+  };
+  if (x.scalar_type() == torch::kFloat) run(x.data_ptr<float>(), y.data_ptr<float>());
+  else run(bf16_data(x), bf16_data(y));
   return y;
 }
 
 struct GeluFunction : torch::autograd::Function<GeluFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x) {
-    auto y = torch::empty_like(x);
     auto d = torch::empty(x.sizes(), x.options().dtype(torch::kFloat));  // the derivative, for the backward
-    float* dp = d.data_ptr<float>();
-    const int64_t n = x.numel();
-    if (x.scalar_type() == torch::kFloat) {
-      const float* xp = x.data_ptr<float>();
-      float* yp = y.data_ptr<float>();
-      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward_with_derivative(xp + b, yp + b, dp + b, e - b); });
-    } else {
-      const bf16* xp = bf16_data(x);
-      bf16* yp = bf16_data(y);
-      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_forward_with_derivative(xp + b, yp + b, dp + b, e - b); });
-    }
+    auto y = gelu_forward(x, d.data_ptr<float>());
     ctx->save_for_backward({d});
     ctx->saved_data["type"] = static_cast<int64_t>(x.scalar_type());
     return y;
@@ -66,17 +54,14 @@ struct GeluFunction : torch::autograd::Function<GeluFunction> {
     const auto type = static_cast<c10::ScalarType>(ctx->saved_data["type"].toInt());
     const auto dy = grads[0].to(type).contiguous();
     auto dx = torch::empty(d.sizes(), d.options().dtype(type));
-    const int64_t n = d.numel();
     const float* dp = d.data_ptr<float>();
-    if (type == torch::kFloat) {
-      const float* dyp = dy.data_ptr<float>();
-      float* dxp = dx.data_ptr<float>();
-      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward_with_derivative(dyp + b, dp + b, dxp + b, e - b); });
-    } else {
-      const bf16* dyp = bf16_data(dy);
-      bf16* dxp = bf16_data(dx);
-      for_elements(n, [&](int64_t b, int64_t e) { kernels::gelu_backward_with_derivative(dyp + b, dp + b, dxp + b, e - b); });
-    }
+    auto run = [&](const auto* dyp, auto* dxp) {
+      for_elements(d.numel(), [&](int64_t b, int64_t e) {
+        kernels::gelu_backward_with_derivative(dyp + b, dp + b, dxp + b, e - b);
+      });
+    };
+    if (type == torch::kFloat) run(dy.data_ptr<float>(), dx.data_ptr<float>());
+    else run(bf16_data(dy), bf16_data(dx));
     return {dx};
   }
 };
