@@ -195,8 +195,6 @@ struct AddLayerNormFunction : torch::autograd::Function<AddLayerNormFunction> {
   }
 };
 
-// The summed cross-entropy of logits (rows, V) against targets (rows,), -1 ignored: one node, the logits
-// read in their own type (no float copy), the backward written in it.
 // The rows' log-sum-exp and their summed loss.
 std::pair<torch::Tensor, double> cross_entropy_rows(const torch::Tensor& logits, const torch::Tensor& targets) {
   const int64_t rows = logits.size(0), V = logits.size(1);
@@ -215,6 +213,8 @@ std::pair<torch::Tensor, double> cross_entropy_rows(const torch::Tensor& logits,
   return {lse, total};
 }
 
+// The summed cross-entropy of logits (rows, V) against targets (rows,), -1 ignored: one node, the logits
+// read in their own type (no float copy), the backward written in it.
 struct CrossEntropyFunction : torch::autograd::Function<CrossEntropyFunction> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits, const torch::Tensor& targets) {
     auto [lse, total] = cross_entropy_rows(logits, targets);
