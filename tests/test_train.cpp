@@ -8,6 +8,7 @@
 #include "config/config.h"
 #include "model/positional/registry.h"
 #include "eval/evaluator.h"
+#include "model/bf16_weights.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
@@ -109,7 +110,9 @@ TEST(Randomize, TrainsAndResumesExactly) {
 }
 
 // Batch shards: the same step as the whole batch (up to float rounding), and reproducible bit for bit.
-static std::vector<std::pair<std::string, torch::Tensor>> train_steps(const Config& c, int shards, int steps) {
+// With recast, every kept bfloat16 copy of a weight is dropped before each step (model/bf16_weights.h).
+static std::vector<std::pair<std::string, torch::Tensor>> train_steps(const Config& c, int shards, int steps,
+                                                                      bool recast = false) {
   auto corpus = make_corpus(c);
   Config cc = c;
   cc.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
@@ -119,8 +122,11 @@ static std::vector<std::pair<std::string, torch::Tensor>> train_steps(const Conf
   GPT model(cc.model);
   auto optimizer = make_optimizer(model, cc.train);
   Rng rng(11);
-  for (int i = 0; i < steps; ++i) train_step(model, *optimizer, corpus->batch(Split::Train, cc.train.batch_size, rng),
-                                             /*lr=*/3e-3, /*grad_clip=*/1.0, rt);
+  for (int i = 0; i < steps; ++i) {
+    if (recast) clear_bf16_weights();
+    train_step(model, *optimizer, corpus->batch(Split::Train, cc.train.batch_size, rng), /*lr=*/3e-3,
+               /*grad_clip=*/1.0, rt);
+  }
   std::vector<std::pair<std::string, torch::Tensor>> params;
   for (const auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value().detach().clone());
   return params;
@@ -153,6 +159,19 @@ TEST(BatchShards, AreReproducibleBitForBit) {
   c.train.threads = 2;
   auto a = train_steps(c, /*shards=*/2, /*steps=*/4), b = train_steps(c, /*shards=*/2, /*steps=*/4);
   for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+}
+
+// The copies the fused AdamW writes are the casts the next step would make: training with them is
+// bit for bit training that casts every weight afresh at every step.
+TEST(KeptBf16Weights, TrainAsCastingEveryStepWould) {
+  Config c = tiny_copy("learned");
+  c.train.threads = 2;
+  c.train.batch_size = 6;
+  c.train.precision = "auto";
+  if (!make_runtime(c).bf16) GTEST_SKIP() << "no bf16 on this CPU: no weight is cast";
+  auto kept = train_steps(c, /*shards=*/2, /*steps=*/4), recast = train_steps(c, /*shards=*/2, /*steps=*/4, /*recast=*/true);
+  ASSERT_EQ(kept.size(), recast.size());
+  for (size_t i = 0; i < kept.size(); ++i) EXPECT_TRUE(torch::equal(kept[i].second, recast[i].second)) << kept[i].first;
 }
 
 TEST(Resume, StopAndResumeWithBatchShardsGivesIdenticalLosses) {

@@ -4,6 +4,7 @@
 
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include "model/bf16_weights.h"
 #include "model/dnnl_matmul.h"
 #include "model/fused_ops.h"
 
@@ -20,15 +21,16 @@ struct NoAutocast {
 
 torch::Tensor to_bf16(const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16 ? t : t.to(torch::kBFloat16); }
 
-// The product on x's rows: x2 (M, K) and w (N, K), the operands in bfloat16, and y, x (..., K) times w transposed
+// The product on x's rows: x2 (M, K) and w (N, K), the operands in bfloat16 (the weight's kept copy,
+// model/bf16_weights.h), and y, x (..., K) times w transposed
 // plus the bias, shaped (..., N).
 struct RowsProduct {
   torch::Tensor x2, w, y;
   RowsProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias)
-      : x2(to_bf16(x.reshape({-1, x.size(-1)}))), w(to_bf16(weight)) {
+      : x2(to_bf16(x.reshape({-1, x.size(-1)}))), w(bf16_weight(weight)) {
     auto shape = x.sizes().vec();
     shape.back() = w.size(0);
-    y = bf16_matmul(x2, w.t(), torch::kBFloat16, bias.defined() ? to_bf16(bias) : torch::Tensor()).view(shape);
+    y = bf16_matmul(x2, w.t(), torch::kBFloat16, bias.defined() ? bf16_weight(bias) : torch::Tensor()).view(shape);
   }
 };
 

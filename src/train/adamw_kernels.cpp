@@ -5,28 +5,34 @@
 
 #include <cmath>
 
+#include "model/kernel_math.h"
+
 namespace poslab {
 
-// Built for AVX-512, AVX2 and baseline x86-64, picked at load time: the project builds without -march
-// (one binary for every machine), and scalar sqrt and division here ran slower than LibTorch's ten
-// vectorised passes.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define POSLAB_TARGET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define POSLAB_TARGET_CLONES
-#endif
+// Built for AVX-512, AVX2 and baseline x86-64, picked at load time (POSLAB_TARGET_CLONES, kernel_math.h):
+// the project builds without -march (one binary for every machine), and scalar sqrt and division here
+// ran slower than LibTorch's ten vectorised passes.
+
+// The update's arithmetic for element j; returns the new parameter.
+POSLAB_INLINE float update_one(float* __restrict p, const float* __restrict g, float* __restrict m,
+                               float* __restrict v, int64_t j, const AdamWScalars& s) {
+  const float gj = g[j] * s.clip;  // clip is 1 unless clipping: x * 1 == x exactly
+  const float pj = p[j] * s.decay;
+  const float mj = m[j] * s.b1 + s.one_minus_b1 * gj;
+  const float vj = v[j] * s.b2 + s.one_minus_b2 * gj * gj;
+  m[j] = mj;
+  v[j] = vj;
+  return p[j] = pj + s.neg_step_size * (mj / (std::sqrt(vj) / s.bc2_sqrt + s.eps));
+}
 
 POSLAB_TARGET_CLONES
 void adamw_update(float* __restrict p, const float* __restrict g, float* __restrict m, float* __restrict v, int64_t n,
-                  AdamWScalars s) {
-  for (int64_t j = 0; j < n; ++j) {
-    const float gj = g[j] * s.clip;  // clip is 1 unless clipping: x * 1 == x exactly
-    const float pj = p[j] * s.decay;
-    const float mj = m[j] * s.b1 + s.one_minus_b1 * gj;
-    const float vj = v[j] * s.b2 + s.one_minus_b2 * gj * gj;
-    m[j] = mj;
-    v[j] = vj;
-    p[j] = pj + s.neg_step_size * (mj / (std::sqrt(vj) / s.bc2_sqrt + s.eps));
+                  AdamWScalars s, uint16_t* __restrict p_bf16) {
+  // Two loops, not a test per element: each vectorises on its own.
+  if (p_bf16 == nullptr) {
+    for (int64_t j = 0; j < n; ++j) update_one(p, g, m, v, j, s);
+  } else {
+    for (int64_t j = 0; j < n; ++j) kernels::store(p_bf16 + j, update_one(p, g, m, v, j, s));
   }
 }
 

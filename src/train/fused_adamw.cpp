@@ -1,9 +1,12 @@
-// Fused CPU AdamW: pass 1 sums shard gradients and their squares, pass 2 clips and updates, each
-// over fixed-size chunks of every parameter run in parallel. The arithmetic per element follows
+// Fused CPU AdamW: pass 1 sums shard gradients and their squares, pass 2 clips and updates (and writes
+// the parameter's next bfloat16 copy where one is kept), each over fixed-size chunks of every parameter
+// run in parallel. The arithmetic per element follows
 // torch::optim::AdamW::step of LibTorch 1.13 (decoupled decay, then moments, then
 // p += -lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)), so the two paths agree to float rounding.
 #include "train/fused_adamw.h"
 #include "train/adamw_kernels.h"
+
+#include "model/bf16_weights.h"
 
 #include <ATen/Parallel.h>
 
@@ -40,6 +43,7 @@ struct Chunk {
 
 struct ParamSlot {
   torch::Tensor param, grad;  // grad: the summed gradient (fp32, contiguous)
+  torch::Tensor param_bf16;   // the parameter's next bfloat16 copy (model/bf16_weights.h), where it has one
   torch::optim::AdamWParamState* state;
   const torch::optim::AdamWOptions* options;
 };
@@ -96,7 +100,9 @@ void fused_adamw_step(torch::optim::AdamW& optimizer, const std::vector<std::vec
       st->step(st->step() + 1);
       if (parts.size() == 1) parts.clear();  // grad is that one gradient: nothing to sum
       sources.push_back(std::move(parts));
-      slots.push_back({p, grad, st, options});
+      // A new tensor, not the kept copy overwritten: a graph still holding the old one keeps its values.
+      auto param_bf16 = has_bf16_weight(p) ? torch::empty(p.sizes(), p.options().dtype(torch::kBFloat16)) : torch::Tensor();
+      slots.push_back({p, grad, param_bf16, st, options});
     }
   }
 
@@ -142,9 +148,17 @@ void fused_adamw_step(torch::optim::AdamW& optimizer, const std::vector<std::vec
       adamw_update(slot.param.data_ptr<float>() + ch.begin, slot.grad.data_ptr<float>() + ch.begin,
                    slot.state->exp_avg().data_ptr<float>() + ch.begin,
                    slot.state->exp_avg_sq().data_ptr<float>() + ch.begin, ch.end - ch.begin,
-                   AdamWScalars{clip, decay, b1, one_minus_b1, b2, one_minus_b2, bc2_sqrt, neg_step_size, eps});
+                   AdamWScalars{clip, decay, b1, one_minus_b1, b2, one_minus_b2, bc2_sqrt, neg_step_size, eps},
+                   slot.param_bf16.defined() ? reinterpret_cast<uint16_t*>(slot.param_bf16.data_ptr()) + ch.begin
+                                             : nullptr);
     }
   });
+  // Written in place through raw pointers: the version bump that LibTorch's in-place ops make, so that
+  // whatever checks it (a kept copy, a graph that saved the parameter) sees the change.
+  for (auto& slot : slots) {
+    slot.param.unsafeGetTensorImpl()->bump_version();
+    if (slot.param_bf16.defined()) set_bf16_weight(slot.param, slot.param_bf16);
+  }
 }
 
 }  // namespace poslab

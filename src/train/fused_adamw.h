@@ -17,7 +17,9 @@ bool fused_adamw_applies(const torch::optim::AdamW& optimizer);
 // order (undefined = no gradient); shards are summed in order into each parameter's .grad(). With
 // grad_clip > 0 the summed gradients are scaled as clip_grad_norm_ does (max_norm / (norm + 1e-6),
 // at most 1; .grad() keeps the unclipped sum). Deterministic for any thread count: partial sums are
-// combined in a fixed order. Runs on LibTorch's intra-op threads (at::parallel_for).
+// combined in a fixed order. Runs on LibTorch's intra-op threads (at::parallel_for). Bumps each
+// updated parameter's version, as an in-place op would, and writes the next bfloat16 copy of those
+// that have one kept (model/bf16_weights.h).
 void fused_adamw_step(torch::optim::AdamW& optimizer, const std::vector<std::vector<torch::Tensor>>& shard_grads,
                       double grad_clip);
 
