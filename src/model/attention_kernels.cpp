@@ -79,20 +79,26 @@ POSLAB_INLINE vfloat shifted_exp(vfloat x, float mx) { return x == -std::numeric
 // e^(x - max), 0 where x is -inf (a masked key: exactly 0, as LibTorch's softmax gives it).
 POSLAB_INLINE float shifted_exp(float x, float mx) { return x == kNegInf ? 0.0f : exp_nonpositive(x - mx); }
 
-// The 16 lanes folded in halves, 4 steps deep (lane by lane would be a chain of 16 dependent operations).
+// The 16 lanes folded in halves, 4 steps deep (lane by lane would be a chain of 16 dependent operations),
+// by lane shuffles: lane i meets lane i + w, as a loop over an array of the lanes would pair them.
+POSLAB_INLINE vfloat upper_half(vfloat v, int w) {
+  switch (w) {
+    case 8: return __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15);
+    case 4: return __builtin_shufflevector(v, v, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7, 4, 5, 6, 7);
+    case 2: return __builtin_shufflevector(v, v, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3);
+    default: return __builtin_shufflevector(v, v, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  }
+}
 POSLAB_INLINE float fold_sum(vfloat v) {
-  float l[kLanes];
-  std::memcpy(l, &v, sizeof l);
-  for (int w = 8; w >= 1; w /= 2)
-    for (int i = 0; i < w; ++i) l[i] += l[i + w];
-  return l[0];
+  for (int w = 8; w >= 1; w /= 2) v += upper_half(v, w);
+  return v[0];
 }
 POSLAB_INLINE float fold_max(vfloat v) {
-  float l[kLanes];
-  std::memcpy(l, &v, sizeof l);
-  for (int w = 8; w >= 1; w /= 2)
-    for (int i = 0; i < w; ++i) l[i] = l[i] > l[i + w] ? l[i] : l[i + w];
-  return l[0];
+  for (int w = 8; w >= 1; w /= 2) {
+    const vfloat u = upper_half(v, w);
+    v = v > u ? v : u;
+  }
+  return v[0];
 }
 
 // x_j = scale s_j + mask_j into buf for j < mv, -inf from the causal limit m on; returns the row's maximum.
