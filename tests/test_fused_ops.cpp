@@ -199,6 +199,39 @@ TEST_F(FusedOn, ResidualAddBeforeTheNormIsTheSumThenTheNormBitForBit) {
   }
 }
 
+// The forward normalises rows in groups (their sums' chains interleaved) where the width is a multiple of 16:
+// each row exactly as when it is normalised alone (one row, no group), plain and after the residual add,
+// float and bfloat16 outputs, one and two threads, a row count that leaves groups part-filled.
+TEST_F(FusedOn, LayerNormRowsInGroupsAreEachRowAloneBitForBit) {
+  for (int64_t C : {128, 40}) {
+    for (bool bf16 : {false, true}) {
+      for (int threads : {1, 2}) {
+        ThreadCount tc(threads);
+        torch::manual_seed(29);
+        auto x = torch::randn({2, 67, C}) * 3 + 0.5;
+        auto a = torch::randn({2, 67, C}).to(bf16 ? torch::kBFloat16 : torch::kFloat);
+        auto w = torch::randn({C}) * 0.5 + 1, b = torch::randn({C}) * 0.1;
+        Runtime rt;
+        rt.bf16 = bf16;
+        AutocastGuard autocast(rt);
+        torch::InferenceMode inference;
+        const auto y = fused_layer_norm(x, w, b, 1e-5);
+        const auto [h2, y2] = fused_add_layer_norm(x, a, w, b, 1e-5);
+        ASSERT_EQ(y.scalar_type(), bf16 ? torch::kBFloat16 : torch::kFloat);
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t t = 0; t < 67; ++t) {
+            const auto row = x.narrow(0, i, 1).narrow(1, t, 1);
+            ASSERT_TRUE(torch::equal(y[i][t], fused_layer_norm(row, w, b, 1e-5)[0][0]))
+                << "C " << C << " bf16 " << bf16 << " threads " << threads << " row " << i << "," << t;
+            const auto [h1, y1] = fused_add_layer_norm(row, a.narrow(0, i, 1).narrow(1, t, 1), w, b, 1e-5);
+            ASSERT_TRUE(torch::equal(y2[i][t], y1[0][0])) << "with the residual add: C " << C << " row " << i << "," << t;
+            ASSERT_TRUE(torch::equal(h2[i][t], h1[0][0]));
+          }
+      }
+    }
+  }
+}
+
 TEST_F(FusedOn, ResidualAddWithoutGradientsOrNotApplicableIsTheSumThenTheNorm) {
   torch::manual_seed(23);
   auto x = torch::randn({4, 9, 24});
