@@ -83,8 +83,33 @@ POSLAB_INLINE void scale_by_loop(const T* __restrict dy, const float* __restrict
 }
 
 // With a residual a (may be null): h = x + a is written, then normalised, in the same pass over the rows.
-// R rows at a time, each computed as alone, in lane_sum's order: the rows' 16-add chains interleave.
-// Written in GCC's vector types (16 floats), which the auto-vectoriser did not make of the R rows' loops.
+// The row to normalise: x itself, or h = x + a written first.
+template <class A>
+POSLAB_INLINE const float* residual_row(const float* __restrict x, const A* __restrict a, float* __restrict h,
+                                        int64_t C) {
+  if (a == nullptr) return x;
+  for (int64_t i = 0; i < C; ++i) h[i] = x[i] + to_float(a[i]);
+  return h;
+}
+
+// y = (x - m) s w + b over one row, mean and rstd recorded.
+template <class Y>
+POSLAB_INLINE void normalise_row(const float* __restrict x, float m, float var, const float* __restrict w,
+                                 const float* __restrict b, Y* __restrict y, float* mean, float* rstd, int64_t C,
+                                 float eps) {
+  const float s = 1.0f / std::sqrt(var / static_cast<float>(C) + eps);
+  *mean = m;
+  *rstd = s;
+  if (b != nullptr) {
+    for (int64_t i = 0; i < C; ++i) store(y + i, (x[i] - m) * s * w[i] + b[i]);
+  } else {
+    for (int64_t i = 0; i < C; ++i) store(y + i, (x[i] - m) * s * w[i]);
+  }
+}
+
+// R rows at a time (C a multiple of 16), each summed as lane_sum sums it: the rows' chains of 16 dependent
+// adds (the lanes in order) interleave instead of each waiting on the last's. Written in GCC's vector types
+// (16 floats): the auto-vectoriser made scalar code of the R rows' loops.
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float vfloat __attribute__((vector_size(64)));
 POSLAB_INLINE vfloat vload(const float* p) {
@@ -97,15 +122,8 @@ POSLAB_INLINE void layer_norm_forward_rows(const float* __restrict x, const A* _
                                            const float* __restrict w, const float* __restrict b, Y* __restrict y,
                                            float* mean, float* rstd, int64_t C, float eps) {
   const float* xr[R];
-  for (int k = 0; k < R; ++k) {
-    xr[k] = x + k * C;
-    if (a != nullptr) {
-      float* hr = h + k * C;
-      const A* ar = a + k * C;
-      for (int64_t i = 0; i < C; ++i) hr[i] = xr[k][i] + to_float(ar[i]);
-      xr[k] = hr;
-    }
-  }
+  for (int k = 0; k < R; ++k)  // no offsets from a null pointer (UBSan's pointer-overflow check)
+    xr[k] = a != nullptr ? residual_row(x + k * C, a + k * C, h + k * C, C) : x + k * C;
   vfloat acc[R];
   for (int k = 0; k < R; ++k) acc[k] = vfloat{};
   for (int64_t i = 0; i < C; i += 16)
@@ -127,41 +145,18 @@ POSLAB_INLINE void layer_norm_forward_rows(const float* __restrict x, const A* _
   for (int k = 0; k < R; ++k) var[k] = 0;
   for (int l = 0; l < 16; ++l)
     for (int k = 0; k < R; ++k) var[k] += acc[k][l];
-  for (int k = 0; k < R; ++k) {
-    const float s = 1.0f / std::sqrt(var[k] / static_cast<float>(C) + eps);
-    mean[k] = m[k];
-    rstd[k] = s;
-    Y* yr = y + k * C;
-    const float* xk = xr[k];
-    const float mk = m[k];
-    if (b != nullptr) {
-      for (int64_t i = 0; i < C; ++i) store(yr + i, (xk[i] - mk) * s * w[i] + b[i]);
-    } else {
-      for (int64_t i = 0; i < C; ++i) store(yr + i, (xk[i] - mk) * s * w[i]);
-    }
-  }
+  for (int k = 0; k < R; ++k) normalise_row(xr[k], m[k], var[k], w, b, y + k * C, mean + k, rstd + k, C, eps);
 }
 
-// One row as lane_sum sums it, for widths not a multiple of 16.
+// One row, summed by lane_sum: the rows a group leaves, and widths not a multiple of 16.
 template <class A, class Y>
 POSLAB_INLINE void layer_norm_forward_row(const float* __restrict x, const A* __restrict a, float* __restrict h,
                                           const float* __restrict w, const float* __restrict b, Y* __restrict y,
                                           float* mean, float* rstd, int64_t C, float eps) {
-  const float* xr = x;
-  if (a != nullptr) {
-    for (int64_t i = 0; i < C; ++i) h[i] = x[i] + to_float(a[i]);
-    xr = h;
-  }
+  const float* xr = residual_row(x, a, h, C);
   const float m = lane_sum(C, [&](int64_t i) { return xr[i]; }) / static_cast<float>(C);
-  const float var = lane_sum(C, [&](int64_t i) { return (xr[i] - m) * (xr[i] - m); }) / static_cast<float>(C);
-  const float s = 1.0f / std::sqrt(var + eps);
-  *mean = m;
-  *rstd = s;
-  if (b != nullptr) {
-    for (int64_t i = 0; i < C; ++i) store(y + i, (xr[i] - m) * s * w[i] + b[i]);
-  } else {
-    for (int64_t i = 0; i < C; ++i) store(y + i, (xr[i] - m) * s * w[i]);
-  }
+  const float var = lane_sum(C, [&](int64_t i) { return (xr[i] - m) * (xr[i] - m); });
+  normalise_row(xr, m, var, w, b, y, mean, rstd, C, eps);
 }
 
 template <class A, class Y>

@@ -22,8 +22,7 @@ struct NoAutocast {
 torch::Tensor to_bf16(const torch::Tensor& t) { return t.scalar_type() == torch::kBFloat16 ? t : t.to(torch::kBFloat16); }
 
 // The product on x's rows: x2 (M, K) and w (N, K), the operands in bfloat16 (the weight's kept copy,
-// model/bf16_weights.h), and y, x (..., K) times w transposed
-// plus the bias, shaped (..., N).
+// model/bf16_weights.h), and y, x (..., K) times w transposed plus the bias, shaped (..., N).
 struct RowsProduct {
   torch::Tensor x2, w, y;
   RowsProduct(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias)

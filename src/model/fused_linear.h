@@ -1,6 +1,7 @@
 // A Linear layer's product under bf16 autocast on the CPU as one autograd node: the input as rows, one
-// matrix product each way, the weight's bfloat16 copy kept between uses (model/bf16_weights.h). LibTorch's path (autocast's casts, matmul's
-// reshapes and views, their backward nodes) runs ~50 small ops per layer where this runs ~8.
+// matrix product each way, the weight's bfloat16 copy kept between uses (model/bf16_weights.h). LibTorch's
+// path (autocast's casts, matmul's reshapes and views, their backward nodes) runs ~50 small ops per layer
+// where this runs ~8.
 #pragma once
 #include <torch/torch.h>
 
