@@ -27,6 +27,14 @@ double flops_per_token(int64_t params, const ModelConfig& m) {
   return 6.0 * static_cast<double>(params) + 12.0 * m.n_layer * m.n_head * head_dim * m.block_size;
 }
 
+// N in nanoGPT's count: every parameter but the positional encoding's own (nanoGPT subtracts its position
+// table, wpe; the tied token embedding stays, counted once as the output projection).
+static int64_t flop_params(GPT& model) {
+  int64_t n = model->num_params();
+  for (const auto& p : model->pos->parameters()) n -= p.numel();
+  return n;
+}
+
 static double peak_rss_mb() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
@@ -135,7 +143,8 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
   const double peak = matmul_gflops(rt);
   const char* omp_wait_policy = std::getenv("OMP_WAIT_POLICY");
   const double tok_s = tokens / train_s;
-  const double achieved = flops_per_token(model->num_params(), c.model) * tok_s / 1e9;
+  const int64_t n_flop = flop_params(model);
+  const double achieved = flops_per_token(n_flop, c.model) * tok_s / 1e9;
   return {{"config", {{"n_layer", c.model.n_layer}, {"n_head", c.model.n_head}, {"n_embd", c.model.n_embd},
                       {"block_size", c.model.block_size}, {"batch_size", c.train.batch_size},
                       {"vocab_size", c.model.vocab_size}, {"pos_encoding", c.model.pos_encoding.kind}}},
@@ -153,6 +162,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"steps", o.steps},
           {"warmup", o.warmup},
           {"params", model->num_params()},
+          {"flop_params", n_flop},
           {"train_tokens_per_s", tok_s},
           {"eval_tokens_per_s", eval_tokens / eval_s},
           {"val_loss", val_loss},

@@ -14,7 +14,8 @@ struct BenchOptions {
   int warmup = 10;
 };
 
-// nanoGPT's estimate: 6N + 12 * n_layer * n_head * head_dim * T FLOPs per trained token.
+// nanoGPT's estimate: 6N + 12 * n_layer * n_head * head_dim * T FLOPs per trained token, N the parameters
+// without the position table (nanoGPT's get_num_params(non_embedding=True)).
 double flops_per_token(int64_t params, const ModelConfig& m);
 nlohmann::json run_benchmark(const Config& config, const BenchOptions& options);
 std::string format_benchmark(const nlohmann::json& result);

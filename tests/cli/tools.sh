@@ -69,6 +69,17 @@ for key in train_tokens_per_s eval_tokens_per_s val_loss ms_per_step_median ms_p
   check "bench json has $key" grep -q "\"$key\"" bench.json
 done
 check "bench prints MFU" grep -q "of peak" bench.txt
+# nanoGPT's count from the architecture (learned positions, no biases): N = V C + L (12 C^2 + 2 C) + C, the
+# position table (block_size x C) left out; FLOPs per token 6 N + 12 L C T.
+check "bench's FLOP count is nanoGPT's: the position table left out of N" /usr/bin/python3 -c '
+import json, math
+b = json.load(open("bench.json")); m = b["config"]
+V, C, L, T = m["vocab_size"], m["n_embd"], m["n_layer"], m["block_size"]
+N = V * C + L * (12 * C * C + 2 * C) + C
+assert m["pos_encoding"] == "learned" and b["params"] == N + T * C and b["flop_params"] == N, b
+want = (6 * N + 12 * L * C * T) * b["train_tokens_per_s"] / 1e9
+assert math.isclose(b["achieved_gflops"], want, rel_tol=1e-9), (b["achieved_gflops"], want)
+assert math.isclose(b["mfu"], want / b["matmul_peak_gflops"], rel_tol=1e-9), b'
 check "bench json records the CPU as /proc/cpuinfo's first processor gives it" /usr/bin/python3 -c '
 import json, os
 cpu = json.load(open("bench.json"))["cpu"]
