@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 
 #include "config/config.h"
 #include "test_util.h"
@@ -52,6 +53,27 @@ TEST(Config, SetOverridesParseValues) {
   // An integer written into a float key keeps it a float key for later overrides.
   Config d = load_config(path, {"model.dropout=0", "model.dropout=0.1"});
   EXPECT_DOUBLE_EQ(d.model.dropout, 0.1);
+}
+
+// Paths to files are made absolute where they are written: in a file relative to it, in --set relative to the
+// working directory; either way the saved config names the same files from any directory.
+TEST(Config, FilePathsAreAbsoluteFromTheFileOrTheWorkingDirectory) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path / "cfg");
+  auto path = dir.file("cfg/c.json", R"({"data": {"kind": "tokens", "dir": "../tok", "tokenizer": {"model": "sp/m.model"}}})");
+  auto j = load_config_json(path);
+  EXPECT_EQ(j["data"]["dir"], (dir.path / "tok").lexically_normal().string());
+  EXPECT_EQ(j["data"]["tokenizer"]["model"], (dir.path / "cfg" / "sp" / "m.model").string());
+  const auto cwd = std::filesystem::current_path();
+  apply_overrides(j, {"data.dir=other", "data.train_path=a/train.bin", "data.val_path=/abs/val.bin", "data.path=t.txt",
+                      "data.tokenizer={\"model\": \"x.model\"}"});
+  EXPECT_EQ(j["data"]["dir"], (cwd / "other").string());
+  EXPECT_EQ(j["data"]["train_path"], (cwd / "a" / "train.bin").string());
+  EXPECT_EQ(j["data"]["val_path"], "/abs/val.bin");
+  EXPECT_EQ(j["data"]["path"], (cwd / "t.txt").string());
+  EXPECT_EQ(j["data"]["tokenizer"]["model"], (cwd / "x.model").string());  // inside an object value too
+  apply_overrides(j, {"data.dir="});  // empty stays empty: no file named
+  EXPECT_EQ(j["data"]["dir"], "");
 }
 
 TEST(Config, RoundTripsThroughJson) {

@@ -42,6 +42,21 @@ TEST(Grid, NonEncodingKeyAloneNamesTheGroup) {
   EXPECT_EQ(e.cells[1].config["model"]["n_layer"], 2);
 }
 
+// An experiment's set and grid name files relative to the experiment file, as a config names them relative to
+// itself; each cell's config holds them absolute.
+TEST(Grid, FilePathsInSetAndGridAreRelativeToTheExperimentFile) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path / "exp");
+  dir.file("base.json", R"({"data": {"kind": "text"}, "model": {"block_size": 16}})");
+  auto path = dir.file("exp/e.json", R"({"name": "t", "base": "../base.json", "set": {"data.tokenizer.model": "sp.model"},
+                                         "grid": {"data.path": ["a.txt", "../b.txt"]}})");
+  auto e = load_experiment(path);
+  ASSERT_EQ(e.cells.size(), 2u);
+  for (const auto& cell : e.cells) EXPECT_EQ(cell.config["data"]["tokenizer"]["model"], (dir.path / "exp" / "sp.model").string());
+  EXPECT_EQ(e.cells[0].config["data"]["path"], (dir.path / "exp" / "a.txt").string());
+  EXPECT_EQ(e.cells[1].config["data"]["path"], (dir.path / "b.txt").lexically_normal().string());
+}
+
 // Every cell is validated when the file is read, before any trains; errors name the file's own keys.
 static std::string load_error(const std::string& path) {
   try {

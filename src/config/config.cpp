@@ -120,6 +120,22 @@ static void merge_at(json& base, const json& patch, const std::string& prefix, c
 
 void merge_config(json& base, const json& patch, const std::string& where) { merge_at(base, patch, "", where); }
 
+void resolve_paths(json& tree, const std::string& relative_to) {
+  static const std::vector<std::vector<const char*>> keys = {{"data", "path"},      {"data", "dir"},
+                                                             {"data", "train_path"}, {"data", "val_path"},
+                                                             {"data", "tokenizer", "model"}, {"model", "pos_encoding", "plugin"}};
+  for (const auto& key : keys) {
+    json* node = &tree;
+    for (size_t i = 0; i + 1 < key.size() && node != nullptr; ++i)
+      node = node->is_object() && node->contains(key[i]) ? &(*node)[key[i]] : nullptr;
+    if (node == nullptr || !node->is_object() || !node->contains(key.back())) continue;
+    json& value = (*node)[key.back()];
+    if (!value.is_string() || value.get<std::string>().empty()) continue;
+    const auto& p = value.get_ref<const std::string&>();
+    value = absolute_path(relative_to.empty() ? p : resolve_relative(relative_to, p));
+  }
+}
+
 static json load_layers(const std::string& path, std::set<std::string>& seen) {
   std::string canonical = absolute_path(path);
   if (seen.count(canonical)) throw ConfigError(path + ": \"extends\" forms a cycle");
@@ -133,19 +149,7 @@ static json load_layers(const std::string& path, std::set<std::string>& seen) {
     merged = load_layers(parent, seen);
     file.erase("extends");
   }
-  // A data file named in a config is found relative to that config, wherever poslab runs from.
-  // Absolute, so the resolved config a run or an experiment cell saves (and reloads from another
-  // directory) still names the same file.
-  auto resolve = [&](json& node, const char* key) {
-    if (node.is_object() && node.contains(key) && node[key].is_string() && !node[key].get<std::string>().empty())
-      node[key] = absolute_path(resolve_relative(path, node[key].get<std::string>()));
-  };
-  if (file.contains("data") && file["data"].is_object()) {
-    for (const char* key : {"path", "dir", "train_path", "val_path"}) resolve(file["data"], key);
-    if (file["data"].contains("tokenizer")) resolve(file["data"]["tokenizer"], "model");
-  }
-  if (file.contains("model") && file["model"].is_object() && file["model"].contains("pos_encoding"))
-    resolve(file["model"]["pos_encoding"], "plugin");
+  resolve_paths(file, path);  // a file named in a config is found relative to that config
   merge_config(merged, file, path);
   return merged;
 }
@@ -155,7 +159,7 @@ json load_config_json(const std::string& path) {
   return load_layers(path, seen);
 }
 
-void apply_overrides(json& config, const std::vector<std::string>& overrides) {
+void apply_overrides(json& config, const std::vector<std::string>& overrides, const std::string& relative_to) {
   for (const auto& item : overrides) {
     auto eq = item.find('=');
     if (eq == std::string::npos || eq == 0)
@@ -173,6 +177,7 @@ void apply_overrides(json& config, const std::vector<std::string>& overrides) {
     std::vector<std::string> keys;
     for (std::string k; std::getline(parts, k, '.');) keys.push_back(k);
     for (auto k = keys.rbegin(); k != keys.rend(); ++k) patch = json{{*k, patch}};
+    resolve_paths(patch, relative_to);
     merge_config(config, patch, "--set " + path);
   }
 }
@@ -230,7 +235,7 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
     if (const auto* spec = find_encoding(pe.kind); spec && !spec->plugin.empty())
       throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ": name it in " + at + "plugin");
   } else {
-    pe.plugin = absolute_path(pe.plugin);  // a --set value: relative to the working directory
+    pe.plugin = absolute_path(pe.plugin);  // absolute already from a file or --set (resolve_paths); a config built in code may not be
     const LoadedPlugin& plugin = load_plugin(pe.plugin, at + "plugin");
     if (!pe.plugin_sha256.empty() && pe.plugin_sha256 != plugin.sha256)
       throw ConfigError(at + "plugin " + pe.plugin + ": changed since the run recorded it (sha256 " + pe.plugin_sha256.substr(0, 12) +

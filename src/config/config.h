@@ -194,8 +194,15 @@ const nlohmann::json& default_config_json();
 
 // Reads a JSON file, resolving "extends" (paths relative to the file), merged over the defaults.
 nlohmann::json load_config_json(const std::string& path);
-// Applies "a.b.c=value" overrides in order; the value is parsed as JSON, else taken as a string.
-void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides);
+// Applies "a.b.c=value" overrides in order; the value is parsed as JSON, else taken as a string. A file's
+// path (resolve_paths) is taken relative to `relative_to` (a file: its directory; empty: the working directory).
+void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides,
+                     const std::string& relative_to = "");
+// The keys that name files (data.path, data.dir, data.train_path, data.val_path, data.tokenizer.model,
+// model.pos_encoding.plugin) in a config or a part of one made absolute: relative paths are taken from
+// `relative_to`'s directory (empty: the working directory). A run's saved config then names the same files
+// wherever it is read from.
+void resolve_paths(nlohmann::json& tree, const std::string& relative_to);
 // Strict merge of `patch` into `base` (unknown keys and wrong types throw); `where` names the source.
 void merge_config(nlohmann::json& base, const nlohmann::json& patch, const std::string& where);
 // Typed view + value validation. Throws ConfigError naming the key path.

@@ -20,14 +20,12 @@ static std::string short_key(const std::string& key, const json& grid) {
 }
 
 // Applies KEY=VALUE from an experiment file; an error names the file's own key (`at`, e.g.
-// "experiment x.json: grid.model.n_layr"), not a --set flag the user never typed. A plug-in's path is
-// relative to the experiment file, as it is to a config file.
+// "experiment x.json: grid.model.n_layr"), not a --set flag the user never typed. A file's path (data
+// files, a tokenizer, a plug-in) is relative to the experiment file, as it is to a config file.
 static void apply_file_override(json& config, const std::string& key, const json& value, const std::string& at,
                                 const std::string& file) {
-  const bool plugin = key == "model.pos_encoding.plugin" && value.is_string() && !value.get<std::string>().empty();
-  const json v = plugin ? json(absolute_path(resolve_relative(file, value.get<std::string>()))) : value;
   try {
-    apply_overrides(config, {key + "=" + v.dump()});
+    apply_overrides(config, {key + "=" + value.dump()}, file);
   } catch (const ConfigError& e) {
     std::string what = e.what();
     const std::string flag = "--set " + key;
