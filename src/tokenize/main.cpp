@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -299,13 +300,38 @@ void decode(const std::string& model) {
     } catch (const std::exception&) {
       used = 0;
     }
-    if (used != item.size() || v < 0 || v >= sp.GetPieceSize())
-      throw InputError("decode: '" + item + "' is not an id below " + std::to_string(sp.GetPieceSize()));
+    if (used != item.size() || v < 0 || v > std::numeric_limits<int>::max())
+      throw InputError("decode: '" + item + "' is not a token id (a non-negative integer)");
     ids.push_back(static_cast<int>(v));
   }
+  // Ids past the model's pieces (a padded vocabulary: the model has rows the tokenizer never writes, and a
+  // barely trained one may sample them) decode as the unknown piece (" \u2047 "), as a char vocabulary's
+  // decode as '?'; without an unknown piece, as '?' between the runs of real pieces.
+  const int pieces = sp.GetPieceSize();
   std::string text;
-  const auto st = sp.Decode(ids, &text);
-  if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());
+  auto decode_run = [&](const std::vector<int>& run) {
+    std::string part;
+    const auto st = sp.Decode(run, &part);
+    if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());
+    text += part;
+  };
+  if (sp.unk_id() >= 0) {
+    for (auto& id : ids)
+      if (id >= pieces) id = sp.unk_id();
+    decode_run(ids);
+  } else {
+    std::vector<int> run;
+    for (int id : ids) {
+      if (id < pieces) {
+        run.push_back(id);
+        continue;
+      }
+      decode_run(run);
+      run.clear();
+      text += "?";
+    }
+    decode_run(run);
+  }
   std::cout << text;
 }
 

@@ -49,6 +49,20 @@ ids = [int(x) for x in open('ids.txt').read().split()]
 assert ids == sp.encode(open('unseen.txt', encoding='utf-8', newline='').read()), 'ids differ'
 assert any(sp.id_to_piece(i) == '<0xF0>' for i in ids), 'no byte fallback'
 "
+# Ids past the model's pieces (a padded vocabulary) decode as the unknown piece, as Python's decode of the
+# ids with those replaced by unk_id gives; a word that is no id is refused.
+echo "$(head -c 200 ids.txt | cut -d' ' -f1-5) 512 700 $(head -c 200 ids.txt | cut -d' ' -f6-8)" > padded.txt
+"$TOOL" decode --model bpe/tokenizer.model < padded.txt > padded.out
+check "decode: ids past the pieces decode as the unknown piece" /usr/bin/python3 -c "
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='bpe/tokenizer.model')
+ids = [int(x) for x in open('padded.txt').read().split()]
+assert sp.get_piece_size() == 512 and max(ids) >= 512, ids
+want = sp.decode([i if i < 512 else sp.unk_id() for i in ids])
+got = open('padded.out', encoding='utf-8').read()
+assert got == want and got.count(chr(0x2047)) == 2, (got, want)"
+expect_fail 2 "decode: 'x1' is not a token id" -- bash -c "echo '1 x1' | '$TOOL' decode --model bpe/tokenizer.model"
+
 # An existing model applies to another file (unigram this time) with the same ids as Python's.
 "$POSLAB" tokenize --input "$TEXT" --out uni --vocab-size 400 --model-type unigram >/dev/null 2>&1
 head -c 20000 "$TEXT" > part.txt
@@ -87,6 +101,18 @@ a, b = rows('runs/bpe'), rows('runs/bpe-split')
 assert a == b, (a, b)"
 out=$("$POSLAB" sample --run runs/bpe --prompt "Permission is " --tokens 30 --seed 3 2>/dev/null)
 check "sample encodes the prompt and decodes pieces into text" bash -c '[[ "$1" == "Permission is "* ]] && [ ${#1} -gt 20 ]' _ "$out"
+# A padded vocabulary (data.vocab_size past the tokenizer's 512 pieces): a model trained 20 steps samples
+# ids past the pieces at temperature 5 (half its rows are past them); they print as the unknown piece.
+cat > pad.json <<JSON
+{"data": {"kind": "tokens", "dir": "bpe", "vocab_size": 1024},
+ "model": {"n_layer": 1, "n_head": 2, "n_embd": 32, "block_size": 32},
+ "train": {"max_iters": 20, "batch_size": 8, "eval_interval": 10, "eval_iters": 2, "precision": "fp32"},
+ "eval": {"lengths": [32], "batches": 1, "batch_size": 4}}
+JSON
+"$POSLAB" train -c pad.json --out runs/bpe-pad > pad.log 2>&1
+out=$("$POSLAB" sample --run runs/bpe-pad --prompt "Permission" --tokens 100 --temperature 5 --seed 2 2>pad.err)
+check "sample on a padded vocabulary prints ids past the pieces as the unknown piece" \
+  bash -c '[[ "$1" == "Permission"* && "$1" == *$'"'"'\u2047'"'"'* ]] && ! [ -s pad.err ]' _ "$out"
 # The passkey probe on a SentencePiece run: the parts encoded on their own, the key one piece per digit,
 # the noise haystack only.
 "$POSLAB" probe --run runs/bpe --task passkey --lengths 64 --trials 4 > probe.log 2>&1
