@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -23,6 +24,23 @@ namespace fs = std::filesystem;
 using poslab::tok::InputError;
 
 namespace {
+
+// SIGINT or SIGTERM while token files are written: the loops stop at the next block, the partial
+// directory is removed, and the exit status is 128 + the signal, as a shell reports a killed command.
+volatile std::sig_atomic_t g_signal = 0;
+struct Interrupted {
+  int signal;
+};
+void check_interrupt() {
+  if (g_signal != 0) throw Interrupted{static_cast<int>(g_signal)};
+}
+void stop_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { g_signal = sig; };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 // A byte range of one input file.
 struct Segment {
@@ -161,6 +179,7 @@ int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const s
         while (cut > 0 && (static_cast<unsigned char>(carry[cut - 1]) >> 6) == 0x2) --cut;
         if (cut > 0) --cut;
       } else continue;
+      check_interrupt();
       encode(carry.substr(0, cut));
       carry.erase(0, cut);
       progress.add(got, "encoded");
@@ -241,6 +260,7 @@ void tokenize(const TokenizeOptions& o) {
   const int vocab = sp.GetPieceSize();
   const int bytes = vocab <= 65536 ? 2 : 4;
   const std::string partial = o.out + ".partial-" + std::to_string(::getpid());
+  stop_on_signals();  // from here on a signal must not leave the partial directory behind
   fs::remove_all(partial);
   fs::create_directories(partial);
   try {
@@ -256,6 +276,7 @@ void tokenize(const TokenizeOptions& o) {
                                  {"tokenizer", "tokenizer.model"}, {"train_tokens", n_train}, {"val_tokens", n_val},
                                  {"val_fraction", o.val_fraction}, {"sources", sources}};
     std::ofstream(partial + "/meta.json") << meta.dump(2) << "\n";
+    check_interrupt();
     if (fs::exists(o.out)) fs::remove(o.out);  // an empty directory (checked above)
     std::error_code ec;
     fs::rename(partial, o.out, ec);
@@ -360,6 +381,10 @@ int main(int argc, char** argv) {
     if (*tok) tokenize(t);
     if (*enc) encode(model, source);
     if (*dec) decode(model);
+  } catch (const Interrupted& e) {
+    std::cerr << "\nposlab: tokenize: interrupted (" << (e.signal == SIGINT ? "SIGINT" : "SIGTERM") << "); nothing written to "
+              << t.out << "\n";
+    return 128 + e.signal;
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

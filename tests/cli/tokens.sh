@@ -189,4 +189,21 @@ import json; assert json.load(open('runs/ids/vocab.json')) == {'vocab_size': 100
 out=$("$POSLAB" sample --run runs/ids --prompt "1 2 3" --tokens 5 --seed 1 2>/dev/null)
 check "sample on an ids-only run takes and prints ids" bash -c '[[ "$1" =~ ^"1 2 3"( [0-9]+){5}$ ]]' _ "$out"
 expect_fail 2 "--prompt: 'abc' is not a token id below 100" -- "$POSLAB" sample --run runs/ids --prompt "abc"
+
+# 6. SIGINT or SIGTERM while token files are written: exit 128 + the signal, nothing left behind (no
+#    OUT.partial-PID). The text (~60 MB) takes seconds to encode; the signal goes once encoding has begun.
+for i in $(seq 320); do cat "$TEXT"; done > big.txt
+for sig in INT TERM; do
+  "$POSLAB" tokenize --input big.txt --out tk-$sig --tokenizer bpe/tokenizer.model > tk-$sig.log 2>&1 &
+  pid=$!
+  for _ in $(seq 1 200); do grep -q "encoded" tk-$sig.log && break; sleep 0.1; done
+  kill -$sig $pid
+  wait $pid
+  status=$?
+  want=$((128 + $(kill -l $sig)))
+  check "tokenize: SIG$sig while encoding exits $want (got $status)" test "$status" -eq "$want"
+  check "tokenize: SIG$sig leaves neither the output nor a partial directory" bash -c "! ls -d tk-$sig tk-$sig.partial-* 2>/dev/null"
+  check "tokenize: SIG$sig says nothing was written" grep -q "interrupted (SIG$sig); nothing written to tk-$sig" tk-$sig.log
+done
+rm -f big.txt
 finish
