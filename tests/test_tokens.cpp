@@ -134,6 +134,23 @@ TEST(TokenFileLayout, RefusesEveryBadShapeNamingTheFile) {
   EXPECT_EQ(l.count, 8);
 }
 
+// A sidecar's dtype (meta.pkl says uint16, meta.json may say uint32) describes raw arrays; an llm.c shard's
+// magic outranks it, and only an explicit data.dtype that differs from the magic is refused.
+TEST(TokenFileLayout, ASidecarsDtypeReadsRawArraysAndYieldsToTheMagic) {
+  const std::vector<uint8_t> raw(16, 1);
+  auto l = token_file_layout(raw.data(), raw.size(), 16, "auto", "auto", "f.bin", /*raw_dtype=*/"uint32");
+  EXPECT_EQ(l.token_bytes, 4);
+  EXPECT_EQ(l.count, 4);
+  l = token_file_layout(raw.data(), raw.size(), 16, "auto", "uint16", "f.bin", /*raw_dtype=*/"uint32");  // data.dtype wins
+  EXPECT_EQ(l.count, 8);
+  l = token_file_layout(llmc_header(kLlmcMagicU32, 10).data(), 1024, 1024 + 40, "auto", "auto", "f.bin", "uint16");
+  EXPECT_EQ(l.token_bytes, 4);
+  EXPECT_EQ(l.count, 10);
+  l = token_file_layout(llmc_header(kLlmcMagicU16, 10).data(), 1024, 1024 + 20, "auto", "auto", "f.bin", "uint32");
+  EXPECT_EQ(l.token_bytes, 2);
+  EXPECT_EQ(l.count, 10);
+}
+
 // nanoGPT's data/shakespeare_char/prepare.py, its meta part written out again here.
 static std::string prepare_meta_py(const std::string& text_path, const std::string& out, int protocol) {
   return "import pickle\n"

@@ -91,10 +91,10 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   }
   const std::string meta_dir = d.dir.empty() ? fs::path(d.train_path).parent_path().string() : d.dir;
   const TokenMeta meta = read_token_meta(meta_dir.empty() ? "." : meta_dir);
-  std::string dtype = d.dtype;
-  if (dtype == "auto" && meta.dtype != "auto") dtype = meta.dtype;
-  TokenFile train(d.train_path, d.format, dtype, train_key + " " + d.train_path);
-  TokenFile val(d.val_path, d.format, dtype, val_key + " " + d.val_path);
+  // A sidecar's dtype describes raw arrays; an llm.c shard's magic outranks it (only data.dtype is explicit).
+  const std::string raw_dtype = meta.dtype != "auto" ? meta.dtype : "uint16";
+  TokenFile train(d.train_path, d.format, d.dtype, train_key + " " + d.train_path, raw_dtype);
+  TokenFile val(d.val_path, d.format, d.dtype, val_key + " " + d.val_path, raw_dtype);
   return std::make_unique<TokenCorpus>(std::move(train), std::move(val), meta, c, run_tokenizer);
 }
 

@@ -24,7 +24,7 @@ static int32_t read_i32_le(const uint8_t* p) {
 static int dtype_bytes(const std::string& dtype) { return dtype == "uint32" ? 4 : 2; }
 
 TokenFileLayout token_file_layout(const uint8_t* head, size_t head_size, uint64_t file_size, const std::string& format,
-                                  const std::string& dtype, const std::string& source) {
+                                  const std::string& dtype, const std::string& source, const std::string& raw_dtype) {
   TokenFileLayout l;
   const int32_t magic = head_size >= 4 ? read_i32_le(head) : 0;
   const bool has_magic = magic == kLlmcMagicU16 || magic == kLlmcMagicU32;
@@ -50,7 +50,7 @@ TokenFileLayout token_file_layout(const uint8_t* head, size_t head_size, uint64_
     l.count = count;
   } else {
     l.format = "nanogpt";
-    l.token_bytes = dtype_bytes(dtype);
+    l.token_bytes = dtype_bytes(dtype == "auto" ? raw_dtype : dtype);
     if (file_size % l.token_bytes != 0)
       throw ConfigError(source + ": " + std::to_string(file_size) + " bytes is not a whole number of uint" +
                         std::to_string(8 * l.token_bytes) + " tokens (" + std::to_string(l.token_bytes) +
@@ -62,7 +62,7 @@ TokenFileLayout token_file_layout(const uint8_t* head, size_t head_size, uint64_
 }
 
 TokenFile::TokenFile(const std::string& path, const std::string& format, const std::string& dtype,
-                     const std::string& source)
+                     const std::string& source, const std::string& raw_dtype)
     : path_(path), source_(source) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw ConfigError(source + ": cannot open (" + std::strerror(errno) + ")");
@@ -75,7 +75,7 @@ TokenFile::TokenFile(const std::string& path, const std::string& format, const s
   const ssize_t got = ::pread(fd_, head, sizeof head, 0);
   try {
     layout_ = token_file_layout(head, got > 0 ? static_cast<size_t>(got) : 0, static_cast<uint64_t>(st.st_size), format,
-                                dtype, source);
+                                dtype, source, raw_dtype);
   } catch (...) {
     close();
     throw;

@@ -22,17 +22,20 @@ struct TokenFileLayout {
 
 // Decides the layout from the file's first bytes (`head`, up to 1024 of them) and its size.
 // `format`: auto|nanogpt|llmc (auto: llm.c when the file starts with one of its magics);
-// `dtype`: auto|uint16|uint32 (for raw files auto means uint16). Throws ConfigError naming
-// `source` and what was expected. Pure: the fuzz target calls it on arbitrary bytes.
+// `dtype`: auto|uint16|uint32, the user's data.dtype (for raw files auto means `raw_dtype`, a sidecar's
+// dtype or uint16; an llm.c shard's magic overrides only auto). Throws ConfigError naming `source` and what
+// was expected. Pure: the fuzz target calls it on arbitrary bytes.
 TokenFileLayout token_file_layout(const uint8_t* head, size_t head_size, uint64_t file_size, const std::string& format,
-                                  const std::string& dtype, const std::string& source);
+                                  const std::string& dtype, const std::string& source,
+                                  const std::string& raw_dtype = "uint16");
 
 // A read-only memory map of one token file.
 class TokenFile {
  public:
   TokenFile() = default;
   // `source` is how errors name the file (e.g. "data.val_path /x/val.bin").
-  TokenFile(const std::string& path, const std::string& format, const std::string& dtype, const std::string& source);
+  TokenFile(const std::string& path, const std::string& format, const std::string& dtype, const std::string& source,
+            const std::string& raw_dtype = "uint16");
   ~TokenFile();
   TokenFile(const TokenFile&) = delete;
   TokenFile& operator=(const TokenFile&) = delete;
