@@ -193,6 +193,7 @@ int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const s
 
 void load_model(sentencepiece::SentencePieceProcessor& sp, const std::string& path, const std::string& option) {
   if (!fs::exists(path)) throw InputError(option + " " + path + ": no such file");
+  if (fs::is_directory(path)) throw InputError(option + " " + path + ": is a directory, expected a SentencePiece .model file");
   const auto st = sp.Load(path);
   if (!st.ok()) throw InputError(option + " " + path + ": not a SentencePiece model (" + std::string(st.message()) + ")");
 }
@@ -224,6 +225,7 @@ void tokenize(const TokenizeOptions& o) {
   int64_t total = 0;
   const std::string input_name = o.from_config ? "data.path " : "--input ";
   for (const auto& p : o.inputs) {
+    if (fs::is_directory(p)) throw InputError(input_name + p + ": is a directory, expected a UTF-8 text file");
     if (!fs::is_regular_file(p)) throw InputError(input_name + p + ": no such file");
     poslab::tok::check_utf8_file(p, input_name + p);
     total += static_cast<int64_t>(fs::file_size(p));

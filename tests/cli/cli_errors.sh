@@ -238,6 +238,9 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   expect_fail 2 "not a SentencePiece model" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.model=$WORK/garbage.model --out r6
   expect_fail 2 "--input latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" tokenize --input latin.txt --out t1 --vocab-size 300
   expect_fail 2 "--input nope.txt: no such file" -- "$POSLAB" tokenize --input nope.txt --out t1 --vocab-size 300
+  mkdir -p tokdir
+  expect_fail 2 "--input tokdir: is a directory, expected a UTF-8 text file" -- "$POSLAB" tokenize --input tokdir --out t1 --vocab-size 300
+  expect_fail 2 "--tokenizer tokdir: is a directory, expected a SentencePiece .model file" -- "$POSLAB" tokenize --input fox.txt --out t1 --tokenizer tokdir
   expect_fail 2 "give --vocab-size N (train a model) or --tokenizer M.model (use one)" -- "$POSLAB" tokenize --input fox.txt --out t1
   expect_fail 2 "data.path $WORK/latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/latin.txt --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
   expect_fail 2 "data.tokenizer.sentencepiece.vocab_size 260: SentencePiece could not train on the text" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/fox.txt --set data.tokenizer.sentencepiece.vocab_size=260 --out r6
