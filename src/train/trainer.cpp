@@ -310,9 +310,21 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
         }
       }
     }
-  } catch (const DistributedError& e) {  // a peer is gone: say so in the summary; the checkpoint is intact
+  } catch (const ConfigError& e) {
+    // Input found bad once work has begun (a token file changed under the run): a failed run, not a refused
+    // config. The summary says so; the checkpoint is intact.
     status = "failed";
     error = e.what();
+    write_summary(elapsed());
+    throw std::runtime_error("training step " + std::to_string(state.step) + ": " + error + "; the last checkpoint is kept in " +
+                             paths.checkpoint());
+  } catch (const std::exception& e) {  // a peer gone, memory, LibTorch: say so in the summary; the checkpoint is intact
+    status = "failed";
+    if (error.empty()) {  // LibTorch's messages carry a stack trace: the first line
+      const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+      error = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
+      error = error.substr(0, error.find('\n'));
+    }
     write_summary(elapsed());
     throw;
   }

@@ -190,6 +190,26 @@ out=$("$POSLAB" sample --run runs/ids --prompt "1 2 3" --tokens 5 --seed 1 2>/de
 check "sample on an ids-only run takes and prints ids" bash -c '[[ "$1" =~ ^"1 2 3"( [0-9]+){5}$ ]]' _ "$out"
 expect_fail 2 "--prompt: 'abc' is not a token id below 100" -- "$POSLAB" sample --run runs/ids --prompt "abc"
 
+# A token file that turns bad under a running job (ids past the vocabulary written in place, its size and
+# time kept, so the cached scan still vouches for it): the run fails at the step that reads them, exit 1,
+# and summary.json says "failed" with the reason.
+mkdir -p changing && cp shakespeare_char/train.bin shakespeare_char/val.bin shakespeare_char/meta.pkl changing/
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=changing "${SMALL[@]}" --set train.max_iters=1 \
+  --out runs/changing0 > changing.log 2>&1
+/usr/bin/python3 -c "
+import numpy as np, os
+p = 'changing/train.bin'; st = os.stat(p)
+a = np.fromfile(p, dtype=np.uint16); a[len(a) // 10:] = 200; a.tofile(p)
+os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))"
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=changing "${SMALL[@]}" --set train.max_iters=50 \
+  --out runs/changing > changing.log 2>&1
+status=$?
+check "a token file gone bad mid-run fails the run with exit 1 (got $status)" test "$status" -eq 1
+check "... naming the step and keeping the checkpoint" grep -q "failed: training step [0-9]*: .*token id 200 .*the last checkpoint is kept" changing.log
+check "... and summary.json says failed, with the reason" /usr/bin/python3 -c "
+import json; s = json.load(open('runs/changing/summary.json'))
+assert s['status'] == 'failed' and 'token id 200' in s['error'], s"
+
 # 6. SIGINT or SIGTERM while token files are written: exit 128 + the signal, nothing left behind (no
 #    OUT.partial-PID). The text (~60 MB) takes seconds to encode; the signal goes once encoding has begun.
 for i in $(seq 320); do cat "$TEXT"; done > big.txt
