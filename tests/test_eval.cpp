@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
@@ -157,6 +158,78 @@ TEST(Eval, TextWindowPlanScoresEveryTargetOnce) {
   ASSERT_EQ(w.size(), 3u);
   EXPECT_EQ(w[0], (TextWindow{52, 0, 16}));
   EXPECT_EQ(w[2], (TextWindow{84, 0, 16}));
+}
+
+// The plan a chunk of targets at a time is the whole plan: every target of every chunk scored once, by the
+// window the whole plan gives it. The whole plan here is its definition written out again: windows from
+// the end backwards, each ending where the one after it began scoring.
+TEST(Eval, TextWindowPlanInChunksIsTheWholePlan) {
+  for (int64_t last : {50, 99, 128}) {
+    for (int64_t first : {int64_t{0}, int64_t{21}, last - 5}) {
+      for (int64_t length : {1, 7, 16, 40}) {
+        for (int64_t step : {int64_t{1}, std::max<int64_t>(1, length / 2), length, std::max<int64_t>(1, length - 3)}) {
+          std::map<int64_t, int64_t> window_of;  // target -> start of the window that scores it
+          for (int64_t end = last; end > first;) {
+            int64_t lo = std::max(first, end - step), start = end - length;
+            if (start < 0) start = 0, lo = first;
+            for (int64_t t = lo + 1; t <= end; ++t) window_of[t] = start;
+            end = lo;
+          }
+          for (int64_t chunk : {int64_t{1}, int64_t{3}, int64_t{7}, int64_t{1000}}) {
+            std::map<int64_t, int64_t> got;
+            for (int64_t c0 = first; c0 < last; c0 += chunk) {
+              const int64_t c1 = std::min(last, c0 + chunk);
+              for (const auto& w : plan_text_windows_in(first, last, length, step, c0, c1)) {
+                ASSERT_LT(w.lo, w.hi);
+                for (int64_t p = w.lo; p < w.hi; ++p) {
+                  const int64_t t = w.start + p + 1;
+                  ASSERT_TRUE(t > c0 && t <= c1) << "target " << t << " outside chunk (" << c0 << ", " << c1 << "]";
+                  ASSERT_EQ(got.count(t), 0u) << "target " << t << " scored twice";
+                  got[t] = w.start;
+                }
+              }
+            }
+            ASSERT_EQ(got, window_of) << "first " << first << " last " << last << " length " << length << " step "
+                                      << step << " chunk " << chunk;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Evaluating a chunk of targets at a time gives what evaluating them at once gives: the same targets
+// scored, the same key tokens, the same losses up to the order of their sums.
+TEST(Eval, ChunksOfTargetsChangeNoResult) {
+  TempDir dir;
+  Config c = tiny_text("rope", corpus_file(dir));
+  c.train.max_iters = 30;
+  c.eval.key_short = 8;
+  c.eval.key_margin = 0.05;
+  train_new(c, dir.sub("run"));
+  auto run = load_run(dir.sub("run"));
+  auto corpus = make_corpus(run.config, run.tokenizer);
+  EvalOptions o{{16, 40, 64}, 1, 4, /*stride=*/0, /*tokens=*/300};
+  const auto whole = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+  o.chunk_targets = 37;
+  const auto chunked = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+  ASSERT_EQ(whole["results"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    const auto &a = whole["results"][i], &b = chunked["results"][i];
+    ASSERT_EQ(a["status"], "ok") << a.dump();
+    EXPECT_EQ(a["scored_tokens"], b["scored_tokens"]);
+    EXPECT_EQ(a["scored_tokens"].get<int64_t>(), 300);
+    EXPECT_EQ(a["sliding"]["scored_tokens"], b["sliding"]["scored_tokens"]);
+    EXPECT_NEAR(a["loss"].get<double>(), b["loss"].get<double>(), 1e-6);
+    EXPECT_NEAR(a["sliding"]["loss"].get<double>(), b["sliding"]["loss"].get<double>(), 1e-6);
+    EXPECT_NEAR(a["token_acc"].get<double>(), b["token_acc"].get<double>(), 1e-12);
+    EXPECT_EQ(a["key_tokens"]["count"], b["key_tokens"]["count"]);
+    EXPECT_GT(a["key_tokens"]["count"].get<int64_t>(), 0);
+    EXPECT_NEAR(a["key_tokens"]["loss"].get<double>(), b["key_tokens"]["loss"].get<double>(), 1e-6);
+    ASSERT_EQ(a["position_loss"].size(), b["position_loss"].size());
+    for (size_t p = 0; p < a["position_loss"].size(); ++p)
+      EXPECT_NEAR(a["position_loss"][p].get<double>(), b["position_loss"][p].get<double>(), 1e-6);
+  }
 }
 
 // Every length and both protocols score the same targets: scored_tokens is the same everywhere,

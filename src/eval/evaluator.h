@@ -29,6 +29,9 @@ struct EvalOptions {
   // Non-empty: write DIR/eval-TAG.json instead of DIR/eval.json.
   std::string tag;
   int64_t memory_budget_bytes = int64_t{512} << 20;  // activations per sub-batch, split to fit
+  // Text: targets evaluated at a time, every length and the key-token pass together, so that memory is
+  // set by this and not by the validation split's size. Chunks change no target's window.
+  int64_t chunk_targets = int64_t{1} << 20;
 };
 
 // A window of the text protocols: tokens start .. start+L-1 in, scoring its targets at positions [lo, hi).
@@ -40,6 +43,10 @@ struct TextWindow {
 // end backwards, each scores the `step` targets it ends on (windows protocol: step = length; sliding:
 // the stride); a window that would start before token 0 starts there and scores every target left.
 std::vector<TextWindow> plan_text_windows(int64_t first, int64_t last, int64_t length, int64_t step);
+// The windows of plan_text_windows(first, last, length, step) that score targets in (c0, c1], each scoring
+// only those: the same windows a chunk of targets at a time, without the whole plan in memory.
+std::vector<TextWindow> plan_text_windows_in(int64_t first, int64_t last, int64_t length, int64_t step, int64_t c0,
+                                             int64_t c1);
 
 // Per-token scores of rows of windows: the loss of each target and whether it is the argmax, on the
 // CPU. Targets < 0 score 0 and miss. Rows go through the model in sub-batches that fit `budget`.
@@ -48,10 +55,11 @@ struct Scores {
   torch::Tensor hit;  // (B, T) bool
 };
 Scores score_rows(GPT& model, const torch::Tensor& x, const torch::Tensor& y, const Runtime& runtime, int64_t budget);
-// The loss of every target first < t <= last of the validation split scored by windows of `window` tokens moving by
-// `step` (plan_text_windows); out[t] for those t, NaN elsewhere (size last + 1).
-std::vector<double> target_losses(GPT& model, const TextCorpus& corpus, int64_t first, int64_t last, int64_t window,
-                                  int64_t step, const Runtime& runtime, int64_t budget, int batch_size);
+// The loss of the targets c0 < t <= c1 of the validation split as the windows of `window` tokens moving by `step`
+// over first < t <= last score them (plan_text_windows_in); out[t - c0 - 1], size c1 - c0.
+std::vector<double> target_losses(GPT& model, const TextCorpus& corpus, int64_t first, int64_t last, int64_t c0,
+                                  int64_t c1, int64_t window, int64_t step, const Runtime& runtime, int64_t budget,
+                                  int batch_size);
 
 // The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.
 std::vector<int> default_eval_lengths(const Config& config);

@@ -13,20 +13,28 @@ KeyTokenOptions key_token_options(const Config& c, const Corpus& corpus) {
   return o;
 }
 
-nlohmann::json key_token_stats(const std::vector<double>& full, const std::vector<double>& shrt, const KeyTokenOptions& o) {
-  int64_t both = 0, count = 0;
-  double loss = 0, short_loss = 0;
+void KeyTokenAccumulator::add(const std::vector<double>& full, const std::vector<double>& shrt) {
   for (size_t t = 0; t < std::min(full.size(), shrt.size()); ++t) {
     if (std::isnan(full[t]) || std::isnan(shrt[t])) continue;
     ++both;
-    if (shrt[t] - full[t] > o.margin) ++count, loss += full[t], short_loss += shrt[t];
+    if (shrt[t] - full[t] > options.margin) ++count, loss += full[t], short_loss += shrt[t];
   }
-  return {{"short_context", o.short_context},
-          {"margin", o.margin},
+}
+
+nlohmann::json KeyTokenAccumulator::result() const {
+  return {{"short_context", options.short_context},
+          {"margin", options.margin},
           {"count", count},
           {"fraction", both ? static_cast<double>(count) / static_cast<double>(both) : 0.0},
           {"loss", count ? nlohmann::json(loss / static_cast<double>(count)) : nlohmann::json(nullptr)},
           {"short_loss", count ? nlohmann::json(short_loss / static_cast<double>(count)) : nlohmann::json(nullptr)}};
+}
+
+nlohmann::json key_token_stats(const std::vector<double>& full, const std::vector<double>& shrt, const KeyTokenOptions& o) {
+  KeyTokenAccumulator acc;
+  acc.options = o;
+  acc.add(full, shrt);
+  return acc.result();
 }
 
 }  // namespace poslab

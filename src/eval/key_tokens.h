@@ -24,4 +24,13 @@ KeyTokenOptions key_token_options(const Config& config, const Corpus& corpus);
 nlohmann::json key_token_stats(const std::vector<double>& full_nll, const std::vector<double>& short_nll,
                                const KeyTokenOptions& options);
 
+// The same statistics over targets added a chunk at a time (full and short aligned by target).
+struct KeyTokenAccumulator {
+  KeyTokenOptions options;
+  int64_t both = 0, count = 0;
+  double loss = 0, short_loss = 0;
+  void add(const std::vector<double>& full_nll, const std::vector<double>& short_nll);
+  nlohmann::json result() const;
+};
+
 }  // namespace poslab
