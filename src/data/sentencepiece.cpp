@@ -24,7 +24,11 @@ namespace poslab {
 static bool executable(const std::string& p) { return !p.empty() && ::access(p.c_str(), X_OK) == 0; }
 
 std::string tokenize_tool() {
-  if (const char* env = std::getenv("POSLAB_TOKENIZE"); env != nullptr && *env) return env;
+  if (const char* env = std::getenv("POSLAB_TOKENIZE"); env != nullptr && *env) {
+    if (!executable(env) || fs::is_directory(env))
+      throw ConfigError(std::string("POSLAB_TOKENIZE ") + env + ": not an executable file (unset it to use the poslab-tokenize beside poslab)");
+    return env;
+  }
   std::error_code ec;
   const auto self = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -155,13 +159,26 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
                                const std::string& cache_root) {
   struct stat st {};
   if (::stat(text_path.c_str(), &st) != 0) throw ConfigError("data.path " + text_path + ": no such file");
-  std::ostringstream key;
-  key << absolute_path(text_path) << '|' << st.st_size << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|'
-      << val_fraction << '|';
-  if (!model_path.empty()) key << "model|" << fnv_hex(read_text_file(model_path, "data.tokenizer.model"));
-  else key << "train|" << sp_vocab_size << '|' << sp_model_type;
-  const std::string dir = cache_root + "/" + fs::path(text_path).stem().string() + "-" + fnv_hex(key.str());
-  if (file_exists(dir + "/meta.json")) return dir;  // written last: its presence means complete
+  std::ostringstream text_key;
+  text_key << absolute_path(text_path) << '|' << st.st_size << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|'
+           << val_fraction << '|';
+  const std::string stem = cache_root + "/" + fs::path(text_path).stem().string() + "-";
+  // The entry of the text tokenized by a given model's bytes.
+  auto model_entry = [&](const std::string& model_bytes) { return stem + fnv_hex(text_key.str() + "model|" + fnv_hex(model_bytes)); };
+  // The model trained on the text tokenized it too: its entry is an alias of the training settings' one, so that
+  // a run reading the text again with its kept copy of that model (evaluation, resume) finds it.
+  auto alias_model_entry = [&](const std::string& dir) {
+    std::error_code ec;
+    const std::string alias = model_entry(read_text_file(dir + "/tokenizer.model", "tokenizer.model"));
+    if (!fs::exists(fs::symlink_status(alias, ec))) fs::create_directory_symlink(fs::path(dir).filename(), alias, ec);
+  };
+  const std::string dir = model_path.empty()
+                              ? stem + fnv_hex(text_key.str() + "train|" + std::to_string(sp_vocab_size) + '|' + sp_model_type)
+                              : model_entry(read_text_file(model_path, "data.tokenizer.model"));
+  if (file_exists(dir + "/meta.json")) {  // written last: its presence means complete
+    if (model_path.empty()) alias_model_entry(dir);
+    return dir;
+  }
   const bool created = fs::create_directories(cache_root);
   spdlog::info("tokenizing {} with SentencePiece (cached in {})", text_path, dir);
   std::vector<std::string> args{"tokenize", "--input", text_path, "--out", dir, "--val-fraction",
@@ -176,6 +193,7 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
     if (created) fs::remove(cache_root, ec);  // refused input leaves nothing behind (only if still empty)
     throw;
   }
+  if (model_path.empty()) alias_model_entry(dir);
   return dir;
 }
 

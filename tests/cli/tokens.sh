@@ -88,6 +88,8 @@ check "a sentencepiece text run trains and keeps tokenizer.model" test -s runs/b
 check "its vocab.json names the model and 400 pieces" \
   /usr/bin/python3 -c "import json; v = json.load(open('runs/bpe/vocab.json')); assert v == {'vocab_size': 400, 'sentencepiece': 'tokenizer.model'}, v"
 check "the tokenized text is cached beside the run" bash -c 'ls runs/.poslab-cache/*/train.bin >/dev/null'
+check "the text is tokenized once: the trained model's entry is an alias of it (one directory, one link)" \
+  bash -c '[ "$(grep -c "tokenizing .* with SentencePiece" bpe.log)" -eq 1 ] && [ "$(find runs/.poslab-cache -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 1 ] && [ "$(find runs/.poslab-cache -mindepth 1 -maxdepth 1 -type l | wc -l)" -eq 1 ]'
 check "eval.json parses and scores both lengths" /usr/bin/python3 -c "
 import json; e = json.load(open('runs/bpe/eval.json')); assert [r['status'] for r in e['results']] == ['ok', 'ok'], e"
 # Exact resume: stopped at step 10 and resumed (tokenizing again with the run's own model copy), the
