@@ -198,16 +198,21 @@ TEST(Eval, TextWindowPlanInChunksIsTheWholePlan) {
   }
 }
 
+// A RoPE text run trained `max_iters` steps with short key-token contexts (8 tokens, margin 0.05).
+static LoadedRun key_token_run(const TempDir& dir, int max_iters) {
+  Config c = tiny_text("rope", corpus_file(dir));
+  c.train.max_iters = max_iters;
+  c.eval.key_short = 8;
+  c.eval.key_margin = 0.05;
+  train_new(c, dir.sub("run"));
+  return load_run(dir.sub("run"));
+}
+
 // Evaluating a chunk of targets at a time gives what evaluating them at once gives: the same targets
 // scored, the same key tokens, the same losses up to the order of their sums.
 TEST(Eval, ChunksOfTargetsChangeNoResult) {
   TempDir dir;
-  Config c = tiny_text("rope", corpus_file(dir));
-  c.train.max_iters = 30;
-  c.eval.key_short = 8;
-  c.eval.key_margin = 0.05;
-  train_new(c, dir.sub("run"));
-  auto run = load_run(dir.sub("run"));
+  auto run = key_token_run(dir, /*max_iters=*/30);
   auto corpus = make_corpus(run.config, run.tokenizer);
   EvalOptions o{{16, 40, 64}, 1, 4, /*stride=*/0, /*tokens=*/300};
   const auto whole = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
@@ -294,12 +299,8 @@ TEST(Eval, WindowsLossIsTheLastWindowsOfTheSplit) {
 // each scoring its last S/2 targets); key tokens have short - full > margin.
 TEST(Eval, KeyTokensFollowTheirDefinition) {
   TempDir dir;
-  Config c = tiny_text("rope", corpus_file(dir));
-  c.train.max_iters = 60;
-  c.eval.key_short = 8;
-  c.eval.key_margin = 0.05;
-  train_new(c, dir.sub("run"));
-  auto run = load_run(dir.sub("run"));
+  auto run = key_token_run(dir, /*max_iters=*/60);
+  const auto& c = run.config;
   auto corpus = make_corpus(run.config, run.tokenizer);
   const auto& text = static_cast<const TextCorpus&>(*corpus);
   const int64_t N = text.split_tokens(Split::Val), L = 40, S = 8, T = 3 * L;
