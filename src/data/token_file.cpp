@@ -126,10 +126,18 @@ int64_t TokenFile::at(int64_t i) const {
 }
 
 std::string TokenFile::offset_message(int64_t index, int64_t id, int64_t vocab_size) const {
-  return source_ + ": token id " + std::to_string(id) + " at byte offset " +
-         std::to_string(layout_.header_bytes + index * layout_.token_bytes) + " (token " + std::to_string(index) +
-         ") is not below the vocabulary size " + std::to_string(vocab_size) +
-         " (set data.vocab_size, or fix meta.json / meta.pkl)";
+  std::string hint = "set data.vocab_size, or fix meta.json / meta.pkl";
+  // A raw read of what looks like an llm.c shard with a magic of neither kind: its header's token count fits
+  // the bytes after a 1024-byte header, and the bad id lies in that header.
+  const int64_t offset = layout_.header_bytes + index * layout_.token_bytes;
+  if (layout_.format == "nanogpt" && offset < kLlmcHeaderBytes && map_bytes_ > static_cast<size_t>(kLlmcHeaderBytes)) {
+    const int64_t count = read_i32_le(map_ + 8), body = static_cast<int64_t>(map_bytes_) - kLlmcHeaderBytes;
+    if (count > 0 && (count * 2 == body || count * 4 == body))
+      hint = "the file looks like an llm.c shard whose magic " + std::to_string(read_i32_le(map_)) +
+             " is neither 20240520 (uint16) nor 20240801 (uint32): a damaged header?";
+  }
+  return source_ + ": token id " + std::to_string(id) + " at byte offset " + std::to_string(offset) + " (token " +
+         std::to_string(index) + ") is not below the vocabulary size " + std::to_string(vocab_size) + " (" + hint + ")";
 }
 
 void TokenFile::read(int64_t start, int64_t n, int64_t* out, int64_t vocab_size) const {
