@@ -2,8 +2,10 @@
 // divergence is caught. Tiny models and tens of steps keep this to seconds.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "config/config.h"
 #include "model/positional/registry.h"
@@ -317,16 +319,27 @@ TEST(Checkpoint, OtherEncodingOrShapeIsRefused) {
 }
 
 TEST(Signals, FirstAsksToStopSecondExitsAtOnce) {
-  // In a child process: the first SIGINT only sets the flag the loop polls; the second exits 130.
+  // In a child process: the first SIGINT only sets the flag the loop polls; one within the second after it is
+  // the same stop arriving twice (the terminal's and compare's) and changes nothing; one later exits 130.
   EXPECT_EXIT(
       {
         install_stop_handlers();
         std::raise(SIGINT);
         if (!stop_requested()) std::_Exit(3);
+        std::raise(SIGTERM);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1100));
         std::raise(SIGINT);
         std::_Exit(4);  // not reached
       },
       ::testing::ExitedWithCode(130), "second signal, exiting now");
+  EXPECT_EXIT(
+      {
+        install_stop_handlers();
+        std::raise(SIGINT);
+        std::raise(SIGINT);
+        std::_Exit(stop_requested() ? 5 : 3);
+      },
+      ::testing::ExitedWithCode(5), "stopping after this step");
 }
 
 // Found by fuzz_checkpoint: a damaged archive made LibTorch's reader segfault. The frame's length

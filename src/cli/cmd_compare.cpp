@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "cli/commands.h"
@@ -11,6 +12,7 @@
 #include "util/files.h"
 #include "util/runtime.h"
 #include "util/scripts.h"
+#include "util/signals.h"
 
 namespace poslab::cli {
 
@@ -62,6 +64,7 @@ void add_compare(CLI::App& app) {
     check_output_dir(co.out, "--out");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
     const nlohmann::json results = run_experiment(e, co);
+    if (stop_requested()) std::exit(130);  // interrupted: the cells checkpointed; the same command resumes them
     // A cell that failed fails the command (exit 1), after the others ran and the table was written.
     std::vector<std::string> failed;
     for (const auto& c : results.value("cells", nlohmann::json::array()))

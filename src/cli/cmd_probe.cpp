@@ -64,7 +64,7 @@ void add_probe(CLI::App& app) {
     if (!o->lengths.empty()) o->probe.lengths = parse_lengths(o->lengths, "--lengths");
     if (!o->depths.empty()) o->probe.depths = parse_depths(o->depths);
     o->probe.controls = !o->no_controls;
-    o->probe.strict_lengths = true;
+    o->probe.strict_lengths = !o->lengths.empty();  // lengths asked for must be probed; the run's own may be n/a
     const std::string json_path = o->run + "/probe-" + o->probe.task + ".json";
     const std::string png = o->run + "/probe-" + o->probe.task + ".png";
     const std::string script = o->no_plot ? "" : find_script("plots");

@@ -214,6 +214,14 @@ static RopeScalingConfig rope_scaling_from_json(const json& full, const std::str
   return r;
 }
 
+// Linear, NTK and YaRN scaling by a factor of 1 is no scaling at all: a variant so written would be labelled
+// with a kind and change nothing (dynamic NTK at 1 still grows the base with the length).
+static void require_scaling_factor(const RopeScalingConfig& r, const std::string& at) {
+  if ((r.kind == "linear" || r.kind == "ntk" || r.kind == "yarn") && r.factor == 1.0)
+    throw ConfigError(at + "factor: rope scaling '" + r.kind + "' needs a factor above 1 (1 scales nothing), e.g. " +
+                      "the evaluated length over the training length");
+}
+
 static json rope_scaling_to_json(const RopeScalingConfig& r) {
   return {{"kind", r.kind}, {"factor", r.factor}, {"original_length", r.original_length}};
 }
@@ -293,6 +301,7 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   if (pe.rope_scaling.kind != "none" && find_encoding(pe.kind)->family != "rotary")
     throw ConfigError(at + "rope_scaling.kind: '" + pe.rope_scaling.kind + "' applies to rotary encodings (" +
                       comma_list(rotary) + "), not to '" + pe.kind + "', which has no rotary frequencies to stretch");
+  require_scaling_factor(pe.rope_scaling, at + "rope_scaling.");
   require(pe.randomize.max_position == 0 || pe.randomize.max_position >= m.block_size, at + "randomize.max_position",
           "0 (off) or >= model.block_size (" + std::to_string(m.block_size) + ")", pe.randomize.max_position);
   return pe;
@@ -457,6 +466,7 @@ Config config_from_json(const json& j) {
   require(e.key_short >= -1, "eval.key_short", "-1 (off), 0 (a quarter of the training length) or a positive number of tokens", e.key_short);
   require(e.key_margin >= 0, "eval.key_margin", ">= 0 nats", e.key_margin);
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
+  require_scaling_factor(e.rope_scaling, "eval.rope_scaling.");
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);

@@ -85,6 +85,12 @@ Experiment load_experiment(const std::string& path) {
     auto it = e.grid.find(key);
     if (!it.value().is_array() || it.value().empty())
       throw ConfigError(where + ": grid." + it.key() + " must be a non-empty list of values");
+    // A value twice would be one model counted as two seeds (or two cells of one name).
+    for (size_t a = 0; a < it.value().size(); ++a)
+      for (size_t b = a + 1; b < it.value().size(); ++b)
+        if (it.value()[a] == it.value()[b])
+          throw ConfigError(where + ": " + (it.key() == "seed" && file.contains("seeds") ? std::string("seeds") : "grid." + it.key()) +
+                            " lists " + it.value()[a].dump() + " twice (each value is one cell)");
     json probe = base;  // the key must exist in the config schema
     apply_file_override(probe, it.key(), it.value()[0], where + ": grid." + it.key(), path);
     keys.push_back(it.key());

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -64,6 +65,27 @@ static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args
   return pid;
 }
 
+// Waits for `pid` (any child when -1); a stop that comes meanwhile is passed on to `children` once, so that
+// it reaches them when it was sent to compare's process alone (a cell takes the same stop twice as one).
+// Polls (every 20 ms) rather than blocks, so that a stop that came just before the wait is not missed.
+static pid_t wait_passing_stop(pid_t pid, int* status, const std::vector<pid_t>& children, bool* passed) {
+  for (;;) {
+    if (stop_requested() && !*passed) {
+      *passed = true;
+      for (pid_t child : children) ::kill(child, SIGINT);
+    }
+    const pid_t got = ::waitpid(pid, status, WNOHANG);
+    if (got > 0 || (got < 0 && errno != EINTR)) return got;
+    if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// A cell stopped by the user: it exited 130 after its checkpoint, or a signal ended it before its handler was in.
+static bool stopped(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status) == 130;
+  return stop_requested() && WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
+}
+
 static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::string& config_path) {
   const std::string dir = cell_dir(o.out, c);
   if (is_run_dir(dir)) return spawn_poslab(o, {"train", "--resume", dir}, cell_log(o.out, c));
@@ -94,7 +116,9 @@ static void run_eval_grid(const Experiment& e, const CompareOptions& o, std::map
     spdlog::info("[eval {}/{}] {} with {}", ++done, todo.size(), c->name, v->name);
     int status = 0;
     const pid_t pid = spawn_poslab(o, args, cell_log(o.out, *c));
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    bool passed = false;
+    wait_passing_stop(pid, &status, {pid}, &passed);
+    if (stop_requested() && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) return;  // stopped: done next time
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
       failures[c->name + "@" + v->name] = last_error(cell_log(o.out, *c));
       spdlog::error("[eval {}/{}] {} with {} failed: {}", done, todo.size(), c->name, v->name,
@@ -222,7 +246,30 @@ class FollowUps {
 
 static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures);
 
+// A cell directory that holds a run (finished or to resume) must hold this cell's config: an experiment file
+// edited between two runs into the same --out would otherwise mix old cells into new results. The thread
+// count is compare's own choice (-j) and the vocabulary size comes from the data: neither counts.
+static void check_cells_match(const Experiment& e, const CompareOptions& o) {
+  for (const auto& c : e.cells) {
+    const std::string dir = cell_dir(o.out, c);
+    if (!c.error.empty() || !is_run_dir(dir)) continue;
+    const Config want = config_from_json(c.config);
+    Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
+    saved.model.vocab_size = want.model.vocab_size;
+    saved.train.threads = want.train.threads;
+    const json a = config_to_json(saved), b = config_to_json(want);
+    const auto diff = json::diff(a, b);
+    if (diff.empty()) continue;
+    const std::string path = diff[0]["path"].get<std::string>();
+    const json::json_pointer at(path);
+    throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + path + " is " +
+                      (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
+                      " in the experiment); use another --out, or remove " + dir + " to train it again");
+  }
+}
+
 json run_experiment(const Experiment& full, const CompareOptions& o) {
+  check_cells_match(full, o);  // before anything is written
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
   fs::create_directories(o.out + "/configs");
@@ -257,6 +304,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   std::map<pid_t, std::chrono::steady_clock::time_point> started;
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0, next = 0;
+  bool stop_passed = false;  // a stop was passed on to the cells running then
   const int total = static_cast<int>(todo.size());
   double cell_seconds = 0;
   while ((next < total && !stop_requested()) || !running.empty()) {
@@ -277,11 +325,10 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       ++next;
     }
     int status = 0;
-    pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
+    std::vector<pid_t> children;
+    for (const auto& [child, index] : running) children.push_back(child);
+    pid_t pid = wait_passing_stop(-1, &status, children, &stop_passed);
+    if (pid < 0) break;
     auto it = running.find(pid);
     if (it == running.end()) continue;
     const auto& c = e.cells[it->second];
@@ -293,7 +340,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       spdlog::info("[{}/{}] {} done in {} (elapsed {})", done, total, c.name, format_duration(secs),
                    format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
       follow_ups.add(c);
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) == 130) {
+    } else if (stopped(status)) {
       spdlog::warn("[{}/{}] {} interrupted; re-run the same command to resume it", done, total, c.name);
       follow_ups.failed(c);
     } else {
@@ -335,8 +382,16 @@ json finish_experiment(const Experiment& e, const CompareOptions& o, bool requir
 
 static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures) {
   json results = aggregate_results(e, o.out);
-  for (auto& cell : results["cells"])
-    if (failures.count(cell["name"])) cell["status"] = "failed", cell["error"] = failures.at(cell["name"]);
+  // A cell's row, or with an eval_grid each of its variants' rows (NAME@VARIANT): the variant's own failure,
+  // else the training's.
+  for (auto& cell : results["cells"]) {
+    const std::string name = cell["name"];
+    for (const std::string& key : {name, name.substr(0, name.find('@'))})
+      if (failures.count(key)) {
+        cell["status"] = "failed", cell["error"] = failures.at(key);
+        break;
+      }
+  }
   write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
   write_file_atomic(o.out + "/results.csv", results_csv(results));
   std::cout << "\n" << format_results_table(results);

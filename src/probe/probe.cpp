@@ -165,20 +165,27 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     if (std::find(depths.begin(), depths.end(), 1.0) == depths.end()) rows.push_back({1.0, "adjacent"});
     rows.push_back({NAN, "no_needle"});
   }
+  // Why a length cannot be probed ("" when it can): refused before any work when strict, else an n/a row.
+  auto why_not = [&](int L) -> std::string {
+    if (L + 1 - fixed < 1)
+      return "the " + tmpl.name + " template with " + std::to_string(digits) + "-digit keys needs more than " +
+             std::to_string(fixed - 1) + " tokens";
+    if (model->pos->max_positions() > 0 && L > model->pos->max_positions())
+      return "the encoding represents " + std::to_string(model->pos->max_positions()) + " positions";
+    if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
+      return "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
+    return "";
+  };
+  if (o.strict_lengths)
+    for (int L : o.lengths)
+      if (const std::string why = why_not(L); !why.empty())
+        throw ConfigError("--lengths: " + std::to_string(L) + " tokens cannot be probed: " + why);
   json results = json::array();
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t li = 0; li < o.lengths.size(); ++li) {
     const int L = o.lengths[li];
     Stage stage("passkey probe at " + std::to_string(L) + " tokens");
-    std::string why;
-    if (L + 1 - fixed < 1)
-      why = "the " + tmpl.name + " template with " + std::to_string(digits) + "-digit keys needs more than " +
-            std::to_string(fixed - 1) + " tokens";
-    else if (model->pos->max_positions() > 0 && L > model->pos->max_positions())
-      why = "the encoding represents " + std::to_string(model->pos->max_positions()) + " positions";
-    else if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
-      why = "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
-    if (!why.empty() && o.strict_lengths) throw ConfigError("--lengths: " + std::to_string(L) + " tokens cannot be probed: " + why);
+    const std::string why = why_not(L);
     for (size_t ri = 0; ri < rows.size(); ++ri) {
       const auto& row = rows[ri];
       const json depth = std::isnan(row.depth) ? json(nullptr) : json(row.depth);

@@ -32,8 +32,9 @@ struct ProbeOptions {
   std::string template_name;   // "": the run's data.probes.passkey.template
   bool quiet = false;          // no per-length progress lines
   int threads = 0;             // 0: the run's train.threads (compare gives the whole machine to a probe)
-  // true (poslab probe): a length the model or template cannot take is refused (ConfigError naming
-  // --lengths); false (compare, where one grid serves every encoding): it is reported n/a.
+  // true (poslab probe --lengths): a length the model or template cannot take is refused before any work
+  // (ConfigError naming --lengths); false (the run's own lengths, or compare, where one grid serves every
+  // encoding): it is reported n/a.
   bool strict_lengths = false;
 };
 

@@ -1,5 +1,6 @@
 // SIGINT/SIGTERM handling for long work: the first signal asks the loop to stop at the next
-// step boundary (it checkpoints and exits cleanly); a second one exits at once.
+// step boundary (it checkpoints and exits cleanly); a second one, a second or more later, exits at once
+// (within the second it is the same stop arriving twice: from the terminal and from compare).
 #pragma once
 
 namespace poslab {

@@ -96,6 +96,9 @@ expect_fail 2 "can only change eval.* keys" -- "$POSLAB" eval --run run --length
 expect_fail 2 "eval.rope_scaling.factor must be >= 1" -- "$POSLAB" eval --run run --lengths 8 --set eval.rope_scaling.factor=0
 expect_fail 2 "--tag 'a/b' may hold only" -- "$POSLAB" eval --run run --lengths 8 --tag a/b
 expect_fail 2 "eval.rope_scaling.kind: unknown rope scaling 'pi'" -- "$POSLAB" train -c ok.json --set eval.rope_scaling.kind=pi --out r2
+expect_fail 2 "eval.rope_scaling.factor: rope scaling 'yarn' needs a factor above 1 (1 scales nothing)" -- "$POSLAB" train -c ok.json --set model.pos_encoding.kind=rope --set eval.rope_scaling.kind=yarn --out r2
+printf '{"base": "ok.json", "set": {"model.pos_encoding.kind": "rope"}, "grid": {"seed": [1]}, "eval_grid": {"y": {"eval.rope_scaling": {"kind": "ntk"}}}}\n' > nofactor.json
+expect_fail 2 "eval_grid.y: eval.rope_scaling.factor: rope scaling 'ntk' needs a factor above 1" -- "$POSLAB" compare -c nofactor.json --out r3
 expect_fail 2 "--rope-scaling applies to rotary kinds" -- "$POSLAB" pe --kind alibi --positions 4 --dim 8 --rope-scaling yarn --factor 2
 expect_fail 2 "--factor must be >= 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling ntk --factor 0
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_layer": 2}}}\n' > evalgrid.json

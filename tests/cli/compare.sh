@@ -35,6 +35,49 @@ printf '{"name": "tiny2", "base": "base.json", "grid": {"model.pos_encoding.kind
 check "an interrupted cell is resumed" grep -q "resuming kind=alibi" log3
 check "the resumed cell finished" grep -q '"status": "done"' out2/cells/kind=alibi/summary.json
 
+# Re-running into the same --out after the experiment changed: refused before any work, naming the cell and key.
+sed 's/"max_iters": 20/"max_iters": 30/' base.json > base_b.json
+printf '{"name": "tiny2", "base": "base_b.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2b.json
+expect_fail 2 "cell kind=alibi holds a run of another config (/train/max_iters is 20 there, 30 in the experiment)" -- \
+  "$POSLAB" compare -c exp2b.json --out out2 --no-plots
+check "... and the finished cell is left as it was" grep -q '"max_iters": 20' out2/cells/kind=alibi/summary.json
+
+# A value twice in a grid (or a seed twice) would count one model as two: refused.
+printf '{"base": "base.json", "grid": {"model.pos_encoding.kind": ["rope", "rope"]}}\n' > dup.json
+expect_fail 2 "grid.model.pos_encoding.kind lists \"rope\" twice" -- "$POSLAB" compare -c dup.json --out dup --no-plots
+printf '{"base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "seeds": [1, 1]}\n' > dupseed.json
+expect_fail 2 "seeds lists 1 twice" -- "$POSLAB" compare -c dupseed.json --out dup --no-plots
+check "nothing written for a refused grid" test ! -e dup
+
+# With an eval_grid, a cell whose training failed is failed in every variant's row, and compare exits 1.
+printf '{"name": "eg", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"], "data.max_len": [4, 12]},\n "eval_grid": {"a": {}, "b": {"eval.batches": 2}}}\n' > eg.json
+"$POSLAB" compare -c eg.json --out eg --no-plots > eg.log 2>&1
+status=$?
+check "eval_grid: a failed training fails compare (exit $status)" test $status -eq 1
+check "eval_grid: the failed cell's variants are failed with its error, the others ok" /usr/bin/python3 -c '
+import json
+cells = {c["name"]: c for c in json.load(open("eg/results.json"))["cells"]}
+bad = [n for n in cells if "max_len=12" in n]
+assert len(bad) == 2 and all(cells[n]["status"] == "failed" and "block_size" in (cells[n]["error"] or "") for n in bad), cells
+assert all(cells[n]["status"] == "done" for n in cells if n not in bad), cells'
+
+# A stop sent to compare's process alone (kill PID, as a scheduler does) reaches its cells: they checkpoint,
+# compare exits 130, and the same command resumes them.
+printf '{"name": "long", "base": "base.json", "set": {"train.max_iters": 100000}, "grid": {"model.pos_encoding.kind": ["rope"]}}\n' > longexp.json
+"$POSLAB" compare -c longexp.json --out longout --no-plots > long.log 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do [ -f longout/cells/kind=rope/checkpoint.pt ] && break; sleep 0.1; done
+sleep 1
+kill -TERM $pid
+wait $pid
+status=$?
+check "SIGTERM to compare alone: exit 130 (got $status)" test $status -eq 130
+check "... its cell stopped at a checkpoint, not at the end" /usr/bin/python3 -c '
+import json
+s = json.load(open("longout/cells/kind=rope/summary.json"))
+assert s["status"] == "interrupted" and 0 < s["step"] < 100000, s'
+check "... and compare says how to resume" grep -q "interrupted: re-run the same command" long.log
+
 # "jobs" in the file: that many cells at once (at most the cores), each with cores/jobs threads; -j overrides it.
 printf '{"data": {"task": "copy", "max_len": 4}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32"}, "eval": {"lengths": [4, 8], "batches": 1}}\n' > base0.json
 printf '{"name": "jobs", "base": "base0.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}, "jobs": 2}\n' > exp3.json

@@ -72,6 +72,17 @@ expect_fail 2 "--lengths: 128 tokens cannot be probed: the encoding represents 6
   "$POSLAB" probe --run lrun --lengths 64,128 --no-plot
 expect_fail 2 "--lengths: 40 tokens cannot be probed: the compact template with 2-digit keys needs more than 46 tokens" -- \
   "$POSLAB" probe --run run --lengths 40 --no-plot
+check "a refused --lengths writes no probe file" test ! -e lrun/probe-passkey.json
+# Without --lengths the run's own evaluation lengths are probed: those past the table are n/a, the others run.
+"$POSLAB" train -c learned.json --set 'eval.lengths=[64,128]' --out lrun2 >/dev/null 2>&1
+"$POSLAB" probe --run lrun2 --trials 3 --no-plot > lrun2.log 2>&1
+check "probe with the run's own lengths exits 0 (got $?)" test $? -eq 0
+check "... and reports the length past the table n/a, the other ok" /usr/bin/python3 -c '
+import json
+p = json.load(open("lrun2/probe-passkey.json"))
+assert {r["length"] for r in p["results"]} == {64, 128}, p["results"]
+assert all(r["status"].startswith("n/a: the encoding represents 64 positions") for r in p["results"] if r["length"] == 128)
+assert all(r["status"] == "ok" for r in p["results"] if r["length"] == 64)'
 # In a compare grid one probe serves every encoding: there such lengths are n/a, not errors.
 printf '{"name": "l", "base": "learned.json", "set": {"train.max_iters": 2}, "grid": {"seed": [1]},\n "probes": {"passkey": {"lengths": [64, 128], "trials": 3}}}\n' > lexp.json
 "$POSLAB" compare -c lexp.json --out lcmp >/dev/null 2>&1
