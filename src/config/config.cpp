@@ -467,6 +467,10 @@ Config config_from_json(const json& j) {
   require(e.key_margin >= 0, "eval.key_margin", ">= 0 nats", e.key_margin);
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
   require_scaling_factor(e.rope_scaling, "eval.rope_scaling.");
+  if (e.rope_scaling.kind != "none" && find_encoding(c.model.pos_encoding.kind)->family != "rotary")
+    throw ConfigError("eval.rope_scaling.kind: '" + e.rope_scaling.kind + "' applies to rotary encodings (" +
+                      comma_list(encoding_kinds_of("rotary")) + "), not to '" + c.model.pos_encoding.kind +
+                      "', which has no rotary frequencies to stretch");
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);

@@ -111,14 +111,9 @@ Experiment load_experiment(const std::string& path) {
           throw ConfigError(at + "." + kv.key() + ": only eval.* keys can vary without retraining");
         v.overrides.push_back(kv.key() + "=" + kv.value().dump());
       }
-      json probe = base;  // the keys and values must be valid
+      json probe = base;  // the keys and their types must be valid; the values are checked on every cell below
       for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
         apply_file_override(probe, kv.key(), kv.value(), at + "." + kv.key(), path);
-      try {
-        config_from_json(probe);
-      } catch (const ConfigError& err) {
-        throw ConfigError(at + ": " + err.what());
-      }
       e.eval_grid.push_back(v);
     }
   }
@@ -145,6 +140,18 @@ Experiment load_experiment(const std::string& path) {
       config_from_json(config);
     } catch (const ConfigError& err) {
       throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
+    }
+    // And each evaluation variant on it (a RoPE scaling on a cell whose encoding has no rotary frequencies).
+    for (const auto& v : e.eval_grid) {
+      json variant = config;
+      const std::string at = where + ": cell " + cell.name + ", eval_grid." + v.name;
+      for (auto kv = ordered["eval_grid"][v.name].begin(); kv != ordered["eval_grid"][v.name].end(); ++kv)
+        apply_file_override(variant, kv.key(), kv.value(), at + "." + kv.key(), path);
+      try {
+        config_from_json(variant);
+      } catch (const ConfigError& err) {
+        throw ConfigError(at + ": " + err.what());
+      }
     }
     cell.config = config;
     e.cells.push_back(cell);

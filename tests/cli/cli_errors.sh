@@ -99,6 +99,9 @@ expect_fail 2 "eval.rope_scaling.kind: unknown rope scaling 'pi'" -- "$POSLAB" t
 expect_fail 2 "eval.rope_scaling.factor: rope scaling 'yarn' needs a factor above 1 (1 scales nothing)" -- "$POSLAB" train -c ok.json --set model.pos_encoding.kind=rope --set eval.rope_scaling.kind=yarn --out r2
 printf '{"base": "ok.json", "set": {"model.pos_encoding.kind": "rope"}, "grid": {"seed": [1]}, "eval_grid": {"y": {"eval.rope_scaling": {"kind": "ntk"}}}}\n' > nofactor.json
 expect_fail 2 "eval_grid.y: eval.rope_scaling.factor: rope scaling 'ntk' needs a factor above 1" -- "$POSLAB" compare -c nofactor.json --out r3
+printf '{"base": "ok.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}, "eval_grid": {"none": {}, "lin": {"eval.rope_scaling": {"kind": "linear", "factor": 2}}}}\n' > linalibi.json
+expect_fail 2 "cell kind=alibi, eval_grid.lin: eval.rope_scaling.kind: 'linear' applies to rotary encodings" -- "$POSLAB" compare -c linalibi.json --out r3
+check "no cell trained for a grid refused for its variants" test ! -e r3
 expect_fail 2 "--rope-scaling applies to rotary kinds" -- "$POSLAB" pe --kind alibi --positions 4 --dim 8 --rope-scaling yarn --factor 2
 expect_fail 2 "--factor must be >= 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling ntk --factor 0
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_layer": 2}}}\n' > evalgrid.json
