@@ -70,6 +70,12 @@ void add_compare(CLI::App& app) {
     for (const auto& c : results.value("cells", nlohmann::json::array()))
       if (c["status"] == "failed") failed.push_back(c["name"]);
     for (const auto& name : results.value("failed_cells", nlohmann::json::array())) failed.push_back(name);
+    const auto probe_errors = results.value("probe_errors", nlohmann::json::array());
+    if (failed.empty() && !probe_errors.empty())
+      throw std::runtime_error(std::to_string(probe_errors.size()) + " probe(s) failed (first: " +
+                               probe_errors[0]["cell"].get<std::string>() + " " + probe_errors[0]["task"].get<std::string>() +
+                               ": " + probe_errors[0]["error"].get<std::string>() + "); listed in " + co.out +
+                               "/results.json under probe_errors");
     if (!failed.empty()) {
       std::string names;
       for (size_t i = 0; i < failed.size() && i < 4; ++i) names += (i ? ", " : "") + failed[i];

@@ -153,6 +153,11 @@ Experiment load_experiment(const std::string& path) {
         throw ConfigError(at + ": " + err.what());
       }
     }
+    // The mqar probe scores a model trained on mqar: knowable now, not after the cells trained.
+    if (e.probes.contains("mqar") && !(config["data"]["kind"] == "task" && config["data"]["task"] == "mqar"))
+      throw ConfigError(where + ": cell " + cell.name + ": probes.mqar scores runs trained on data.task mqar, not on " +
+                        (config["data"]["kind"] == "task" ? "data.task " + config["data"]["task"].get<std::string>()
+                                                          : "data.kind " + config["data"]["kind"].get<std::string>()));
     cell.config = config;
     e.cells.push_back(cell);
     size_t k = keys.size();

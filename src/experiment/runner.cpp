@@ -210,7 +210,9 @@ class FollowUps {
         spdlog::info("[probe {}/{}] {} {}: effective length {} ({})", k, planned(), c.name, task, p["effective_length"].dump(),
                      format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
       } catch (const std::exception& ex) {
-        spdlog::warn("[probe {}/{}] {} {} failed: {}", k, planned(), c.name, task, ex.what());
+        spdlog::error("[probe {}/{}] {} {} failed: {}", k, planned(), c.name, task, ex.what());
+        std::lock_guard<std::mutex> lock(mu_);
+        probe_errors_.push_back({{"cell", c.name}, {"task", task}, {"error", ex.what()}});
       }
     }
     if (stop_requested() || file_exists(dir + "/attention.json")) return;
@@ -232,6 +234,16 @@ class FollowUps {
     std::lock_guard<std::mutex> lock(mu_);
     return planned_;
   }
+
+ public:
+  // The probes that failed: [{"cell", "task", "error"}] (read after finish()).
+  json probe_errors() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return probe_errors_;
+  }
+
+ private:
+  json probe_errors_ = json::array();
 
   const Experiment& e_;
   const CompareOptions& o_;
@@ -356,9 +368,15 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);
     json failed = json::array();
     for (const auto& [name, error] : failures) failed.push_back(name);
-    return {{"failed_cells", failed}};
+    return {{"failed_cells", failed}, {"probe_errors", follow_ups.probe_errors()}};
   }
-  return finish(full, o, failures);
+  json results = finish(full, o, failures);
+  // A probe that failed: its cell's losses stand, the probe's columns are missing; recorded, and compare fails.
+  if (!follow_ups.probe_errors().empty()) {
+    results["probe_errors"] = follow_ups.probe_errors();
+    write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
+  }
+  return results;
 }
 
 json finish_experiment(const Experiment& e, const CompareOptions& o, bool require_all) {

@@ -61,6 +61,21 @@ bad = [n for n in cells if "max_len=12" in n]
 assert len(bad) == 2 and all(cells[n]["status"] == "failed" and "block_size" in (cells[n]["error"] or "") for n in bad), cells
 assert all(cells[n]["status"] == "done" for n in cells if n not in bad), cells'
 
+# A probe that fails on a trained cell (passkey on a copy task: its vocabulary cannot write the template) is
+# recorded in results.json and fails the command; the cell's losses stand. mqar on a non-mqar grid: refused up front.
+printf '{"name": "pf", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json
+"$POSLAB" compare -c pf.json --out pf --no-plots > pf.log 2>&1
+status=$?
+check "a failed probe fails compare (exit $status)" test $status -eq 1
+check "... recorded under probe_errors, the cell done" /usr/bin/python3 -c '
+import json
+r = json.load(open("pf/results.json"))
+assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "vocabulary" in r["probe_errors"][0]["error"], r.get("probe_errors")
+assert r["cells"][0]["status"] == "done", r["cells"]'
+check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pf.log
+printf '{"name": "mq", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"mqar": {}}}\n' > mq.json
+expect_fail 2 "cell kind=rope: probes.mqar scores runs trained on data.task mqar, not on data.task copy" -- "$POSLAB" compare -c mq.json --out mq --no-plots
+
 # A stop sent to compare's process alone (kill PID, as a scheduler does) reaches its cells: they checkpoint,
 # compare exits 130, and the same command resumes them.
 printf '{"name": "long", "base": "base.json", "set": {"train.max_iters": 100000}, "grid": {"model.pos_encoding.kind": ["rope"]}}\n' > longexp.json
