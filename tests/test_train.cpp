@@ -308,6 +308,15 @@ TEST(Checkpoint, OtherEncodingOrShapeIsRefused) {
   GPT other(c.model);
   EXPECT_THROW(load_checkpoint(RunPaths{dir.sub("run")}.checkpoint(), other, nullptr), ConfigError);
   c.model.pos_encoding.kind = "rope";
+  c.model.n_head = 4;  // the same shapes, split into other heads
+  GPT other_heads(c.model);
+  try {
+    load_checkpoint(RunPaths{dir.sub("run")}.checkpoint(), other_heads, nullptr);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("trained with model.n_head 2, but the config asks for 4"), std::string::npos) << e.what();
+  }
+  c.model.n_head = 2;
   c.model.n_embd = 64;
   GPT wider(c.model);
   try {

@@ -100,6 +100,10 @@ static void read_model(torch::serialize::InputArchive& archive, GPT& model, cons
   if (saved_kind != want.pos_encoding.kind)
     throw ConfigError("checkpoint " + path + ": trained with encoding '" + saved_kind + "', but the config asks for '" +
                       want.pos_encoding.kind + "'");
+  // The head count splits the same weights another way: no shape shows it.
+  if (saved["model"].value("n_head", want.n_head) != want.n_head)
+    throw ConfigError("checkpoint " + path + ": trained with model.n_head " + saved["model"]["n_head"].dump() +
+                      ", but the config asks for " + std::to_string(want.n_head));
   torch::NoGradGuard no_grad;
   for (auto& p : model->named_parameters()) {
     torch::Tensor t;
