@@ -3,7 +3,10 @@
 // process is one rank of a data-parallel run (the launcher's variables say which).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
@@ -23,11 +26,14 @@ std::vector<int> parse_lengths(const std::string& text, const std::string& optio
     int v = 0;
     try {
       v = std::stoi(item, &used);
+    } catch (const std::out_of_range&) {
+      throw ConfigError(option + ": '" + item + "' is too large (at most " + std::to_string(std::numeric_limits<int>::max()) + ")");
     } catch (const std::exception&) {
       used = 0;
     }
     if (used != item.size() || item.empty() || v <= 0)
       throw ConfigError(option + ": '" + item + "' is not a positive integer (expected e.g. 32,64,128)");
+    if (std::find(out.begin(), out.end(), v) != out.end()) throw ConfigError(option + ": " + item + " is listed twice");
     out.push_back(v);
   }
   if (out.empty()) throw ConfigError(option + ": expected a comma-separated list of lengths");

@@ -33,7 +33,16 @@ static std::string where() {
 // An allocation failure's one line: the stage, the size asked for, what to change. Empty when
 // `message` is not about memory. LibTorch's CPU allocator says "you tried to allocate N bytes", its
 // CUDA one "Tried to allocate 2.00 GiB".
-static std::string out_of_memory_line(const std::string& message) {
+// What to ask for less of, by command: the model and batch where one trains, else what the command computes.
+static std::string what_to_reduce(const std::string& command) {
+  if (command == "train" || command == "compare" || command == "bench" || command == "fixture")
+    return "reduce model.n_embd, model.n_layer, train.batch_size or the evaluated length (the last checkpoint is intact)";
+  if (command == "pe") return "ask for fewer --positions or a smaller --dim";
+  if (command == "sample") return "ask for fewer --tokens";
+  return "ask for shorter --lengths or a smaller --batch-size";
+}
+
+static std::string out_of_memory_line(const std::string& message, const std::string& command) {
   static const std::regex cpu("can't allocate memory: you tried to allocate ([0-9]+) bytes");
   static const std::regex cuda("out of memory\\. Tried to allocate ([0-9.]+ [KMGT]?i?B)");
   std::smatch m;
@@ -41,9 +50,8 @@ static std::string out_of_memory_line(const std::string& message) {
   if (std::regex_search(message, m, cpu)) size = poslab::format_bytes(std::stoll(m[1].str()));
   else if (std::regex_search(message, m, cuda)) size = m[1].str();
   else return "";
-  return "out of memory" + where() + ": could not allocate " + size +
-         " more (another process may hold the memory); reduce model.n_embd, model.n_layer, train.batch_size or the "
-         "evaluated length (the last checkpoint is intact)";
+  return "out of memory" + where() + ": could not allocate " + size + " more (another process may hold the memory); " +
+         what_to_reduce(command);
 }
 
 // Whether the subcommand trains (or times training): train, compare, bench, fixture. The
@@ -138,14 +146,12 @@ int main(int argc, char** argv) {
     std::cerr << "poslab: error: " << e.path1().string() << ": " << e.code().message() << "\n";
     return 2;
   } catch (const std::bad_alloc&) {
-    std::cerr << "poslab: failed: out of memory" << where()
-              << "; reduce model.n_embd, model.n_layer, train.batch_size or the evaluated length (the last checkpoint "
-                 "is intact)\n";
+    std::cerr << "poslab: failed: out of memory" << where() << "; " << what_to_reduce(command) << "\n";
     return 1;
   } catch (const c10::Error& e) {
     // LibTorch's messages carry a C++ stack trace: one line unless asked for it.
     const std::string msg = e.what_without_backtrace();
-    const std::string oom = out_of_memory_line(msg);
+    const std::string oom = out_of_memory_line(msg, command);
     if (debug) std::cerr << "poslab: failed" << where() << ": " << e.what() << "\n";
     else if (!oom.empty()) std::cerr << "poslab: failed: " << oom << "\n";
     else std::cerr << "poslab: failed" << where() << ": " << first_line(msg) << " (POSLAB_DEBUG=1 shows the trace)\n";

@@ -56,8 +56,9 @@ struct Accumulator {
 
 inline nlohmann::json not_applicable(int length, int64_t tokens, const std::string& why) {
   using nlohmann::json;
-  return json{{"length", length}, {"tokens", tokens},      {"status", "n/a: " + why}, {"loss", nullptr},
-              {"ppl", nullptr},   {"token_acc", nullptr}, {"exact_match", nullptr},  {"position_loss", json::array()}};
+  return json{{"length", length},       {"tokens", tokens},      {"status", "n/a: " + why}, {"loss", nullptr},
+              {"ppl", nullptr},         {"token_acc", nullptr}, {"exact_match", nullptr},  {"scored_tokens", nullptr},
+              {"position_loss", json::array()}};
 }
 
 }  // namespace poslab

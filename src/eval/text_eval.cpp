@@ -175,7 +175,18 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
     }
   }
   std::vector<json> out;
-  for (const auto& s : lengths) out.push_back(s.done.is_null() ? s.result(first, with_key) : s.done);
+  for (const auto& s : lengths) {
+    if (s.done.is_null()) {
+      out.push_back(s.result(first, with_key));
+      continue;
+    }
+    json r = s.done;  // n/a: the text fields there too, their numbers null
+    r["protocol"] = "windows";
+    r["first_target"] = nullptr;
+    r["sliding"] = nullptr;
+    if (with_key) r["key_tokens"] = nullptr;
+    out.push_back(r);
+  }
   return out;
 }
 

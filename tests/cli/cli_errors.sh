@@ -60,6 +60,8 @@ expect_fail 2 "already holds a run" -- "$POSLAB" train -c ok.json --out run
 expect_fail 2 "--resume-if-exists: run holds a run of another config (/train/max_iters differs)" -- "$POSLAB" train -c ok.json --set train.max_iters=4 --out run --resume-if-exists
 expect_fail 2 "train.checkpoint_interval must be >= 0" -- "$POSLAB" train -c ok.json --set train.checkpoint_interval=-1 --out r8
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" eval --run run --lengths 0
+expect_fail 2 "--lengths: 8 is listed twice" -- "$POSLAB" eval --run run --lengths 8,16,8
+expect_fail 2 "--lengths: '99999999999' is too large" -- "$POSLAB" eval --run run --lengths 99999999999
 expect_fail 2 "--lengths: 'abc' is not a positive integer" -- "$POSLAB" eval --run run --lengths 8,abc
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" eval --run nowhere --lengths 8
 
@@ -134,6 +136,9 @@ else
     exec '$POSLAB' train -c ok.json --set model.n_embd=512 --set train.batch_size=4096 --set train.eval_iters=1 --out capped"
   check "the checkpoint written before the allocation failure is intact" \
     bash -c "'$POSLAB' eval --run capped --lengths 8 >/dev/null 2>&1"
+  # A command that trains nothing says what to ask less of for itself, not for training.
+  expect_fail 1 "ask for fewer --positions or a smaller --dim" -- bash -c "ulimit -v 3000000; \
+    exec '$POSLAB' pe --kind rope --positions 100000000 --dim 64 --format csv > /dev/null"
 fi
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
 

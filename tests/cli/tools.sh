@@ -49,6 +49,10 @@ import json, sys
 r = json.load(open("text-run/eval.json"))["results"]
 n = {x["scored_tokens"] for x in r} | {x["sliding"]["scored_tokens"] for x in r}
 assert len(r) == 3 and len(n) == 1 and n.pop() > 10000, r'
+# A length the encoding cannot represent (past a learned table): an n/a entry with the same fields, numbers null.
+"$POSLAB" train -c text.json --set model.pos_encoding.kind=learned --set 'eval.lengths=[16,32]' --out text-learned > /dev/null 2>&1
+check "an n/a text entry holds the documented fields, its numbers null" bash -c "grep -q '\"n/a: ' text-learned/eval.json && \
+  /usr/bin/python3 '$CLI_DIR/py/check_eval_json.py' text-learned/eval.json '$CLI_DIR/../../docs/outputs.md'"
 
 printf '{"data": {"task": "sort", "max_len": 6}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 5, "precision": "fp32", "threads": 1}}\n' > sort.json
 out=$("$POSLAB" data -c sort.json --n 4)

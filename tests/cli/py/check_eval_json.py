@@ -12,8 +12,15 @@ fields = dict(re.findall(r"^\| `([a-z0-9_]+)` \| ([^|]*)\|", section, re.M))
 assert fields, "docs/outputs.md documents the eval.json fields"
 data = json.load(open(path))
 text = data["length_unit"] == "tokens"
+numbers = ("loss", "ppl", "token_acc", "exact_match", "scored_tokens", "first_target", "sliding", "key_tokens")
 for entry in data["results"]:
-    if not entry["status"] == "ok":
+    if entry["status"] != "ok":
+        # n/a: the same documented fields, the numbers null (key_tokens only where the ok entries have it)
+        assert entry["status"].startswith("n/a: "), entry["status"]
+        assert not set(entry) - set(fields), ("undocumented eval.json fields", sorted(set(entry) - set(fields)))
+        want = {k for k, meaning in fields.items() if text or not meaning.strip().startswith("text:")} - {"key_tokens"}
+        assert not want - set(entry), ("documented fields missing in an n/a entry", sorted(want - set(entry)))
+        assert all(entry[k] is None for k in numbers if k in entry), entry
         continue
     undocumented = set(entry) - set(fields)
     assert not undocumented, ("undocumented eval.json fields", sorted(undocumented))
