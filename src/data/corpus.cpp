@@ -87,10 +87,11 @@ void TextCorpus::load(const DataConfig& config, const std::string& text) {
     passkey_template_ = &passkey_template(passkey_.template_name, block_size_, passkey_.digits);
     try {
       for (char c = '0'; c <= '9'; ++c) tokenizer_.id(std::string(1, c));
-      const int64_t filler = block_size_ + 1 - passkey_fixed_tokens(tokenizer_, *passkey_template_, passkey_.digits);
-      if (filler < 1)
+      const int64_t fixed = passkey_fixed_tokens(tokenizer_, *passkey_template_, passkey_.digits);
+      if (block_size_ + 1 - fixed < 1)
         throw ConfigError("the " + passkey_template_->name + " template with " + std::to_string(passkey_.digits) +
-                          "-digit keys needs more than block_size+1 = " + std::to_string(block_size_ + 1) + " tokens");
+                          "-digit keys needs more than block_size+1 = " + std::to_string(block_size_ + 1) +
+                          " tokens: model.block_size must be at least " + std::to_string(fixed));
       if (passkey_.haystack == "noise") {
         passkey_haystack_ = noise_haystack(tokenizer_, block_size_ + 1);
       } else {

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "config/config.h"
+#include "data/corpus.h"
 #include "experiment/experiment.h"
 #include "probe/probe.h"
 #include "util/files.h"
@@ -137,7 +138,10 @@ Experiment load_experiment(const std::string& path) {
     for (size_t k = 0; k < keys.size(); ++k)
       apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k], path);
     try {
-      config_from_json(config);
+      const Config typed = config_from_json(config);
+      // What the cell's own `poslab train` would refuse on its data, where finding out is cheap: a task's
+      // longest example against the block, a character corpus's passkey documents against the block.
+      if (typed.data.kind == "task" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) make_corpus(typed);
     } catch (const ConfigError& err) {
       throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
     }

@@ -50,15 +50,15 @@ expect_fail 2 "seeds lists 1 twice" -- "$POSLAB" compare -c dupseed.json --out d
 check "nothing written for a refused grid" test ! -e dup
 
 # With an eval_grid, a cell whose training failed is failed in every variant's row, and compare exits 1.
-printf '{"name": "eg", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"], "data.max_len": [4, 12]},\n "eval_grid": {"a": {}, "b": {"eval.batches": 2}}}\n' > eg.json
+printf '{"name": "eg", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"], "model.n_embd": [16, 65536]},\n "eval_grid": {"a": {}, "b": {"eval.batches": 2}}}\n' > eg.json
 "$POSLAB" compare -c eg.json --out eg --no-plots > eg.log 2>&1
 status=$?
 check "eval_grid: a failed training fails compare (exit $status)" test $status -eq 1
 check "eval_grid: the failed cell's variants are failed with its error, the others ok" /usr/bin/python3 -c '
 import json
 cells = {c["name"]: c for c in json.load(open("eg/results.json"))["cells"]}
-bad = [n for n in cells if "max_len=12" in n]
-assert len(bad) == 2 and all(cells[n]["status"] == "failed" and "block_size" in (cells[n]["error"] or "") for n in bad), cells
+bad = [n for n in cells if "n_embd=65536" in n]
+assert len(bad) == 2 and all(cells[n]["status"] == "failed" and "model too large" in (cells[n]["error"] or "") for n in bad), cells
 assert all(cells[n]["status"] == "done" for n in cells if n not in bad), cells'
 
 # A probe that fails on a trained cell (passkey on a copy task: its vocabulary cannot write the template) is
@@ -75,6 +75,12 @@ assert r["cells"][0]["status"] == "done", r["cells"]'
 check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pf.log
 printf '{"name": "mq", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"mqar": {}}}\n' > mq.json
 expect_fail 2 "cell kind=rope: probes.mqar scores runs trained on data.task mqar, not on data.task copy" -- "$POSLAB" compare -c mq.json --out mq --no-plots
+
+# What a cell's own train would refuse on its data, found before any cell trains: a task example longer than the block.
+printf '{"name": "fit", "base": "base.json", "grid": {"data.max_len": [4, 12]}}\n' > fit.json
+expect_fail 2 "cell max_len=12: data.max_len: copy with 12 items needs 25 input tokens, but model.block_size is 16" -- \
+  "$POSLAB" compare -c fit.json --out fit --no-plots
+check "nothing trained for it" test ! -e fit
 
 # A stop sent to compare's process alone (kill PID, as a scheduler does) reaches its cells: they checkpoint,
 # compare exits 130, and the same command resumes them.
