@@ -427,6 +427,9 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
     throw DistributedError("--resume " + dir + ": the ranks found checkpoints at different steps; the run directory "
                            "must be on a filesystem every rank reads");
   s.dist->restore_rank_rng(s.state.rank_rng);
+  if (stop_at > 0 && stop_at <= s.state.step)
+    throw ConfigError("--stop-at " + std::to_string(stop_at) + ": the run in " + dir + " is at step " +
+                      std::to_string(s.state.step) + " already (give a later step, or none to finish it)");
   return run_session(s, dir, stop_at);
 }
 

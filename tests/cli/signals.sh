@@ -24,6 +24,9 @@ done
 # Resume the interrupted run for a few more steps (--stop-at), proving the checkpoint is usable.
 "$POSLAB" train --resume run-INT --stop-at $((step + 10)) > resume.log 2>&1
 check "resume after SIGINT works (exit $?)" grep -q "resuming at step" resume.log
+cp run-INT/checkpoint.pt before.pt
+expect_fail 2 "--stop-at 1: the run in run-INT is at step $((step + 10)) already" -- "$POSLAB" train --resume run-INT --stop-at 1
+check "... and the checkpoint is left as it was" cmp -s before.pt run-INT/checkpoint.pt
 
 # kill -9 at arbitrary moments: the checkpoint on disk always loads.
 "$POSLAB" train -c long.json --out run-kill > log-kill 2>&1 &
@@ -38,6 +41,8 @@ kill -9 $pid
 wait $pid 2>/dev/null
 "$POSLAB" eval --run run-kill --lengths 8 --batches 1 > /dev/null 2>&1
 check "checkpoint loads after kill -9" test $? -eq 0
-"$POSLAB" train --resume run-kill --stop-at 100 > /dev/null 2>&1 || true
+# A few steps past the last one it logged (its checkpoint is at or before that step).
+last=$(/usr/bin/python3 -c "import json; print(max(json.loads(l)['step'] for l in open('run-kill/metrics.jsonl')))")
+"$POSLAB" train --resume run-kill --stop-at $((last + 20)) > /dev/null 2>&1 || true
 check "a killed run resumes" grep -q '"status"' run-kill/summary.json
 finish
