@@ -22,6 +22,7 @@ for sig in INT TERM; do
 done
 
 # Resume the interrupted run for a few more steps (--stop-at), proving the checkpoint is usable.
+step=$(grep -o '"step": [0-9]*' run-INT/summary.json | grep -o '[0-9]*')  # run-INT's own step
 "$POSLAB" train --resume run-INT --stop-at $((step + 10)) > resume.log 2>&1
 check "resume after SIGINT works (exit $?)" grep -q "resuming at step" resume.log
 cp run-INT/checkpoint.pt before.pt
