@@ -214,9 +214,13 @@ static RopeScalingConfig rope_scaling_from_json(const json& full, const std::str
   return r;
 }
 
-// Linear, NTK and YaRN scaling by a factor of 1 is no scaling at all: a variant so written would be labelled
+// A scaling (at `at`, ending in '.') applies to the encoding `kind`: only rotary ones have frequencies to
+// stretch. Linear, NTK and YaRN by a factor of 1 are no scaling at all: a variant so written would be labelled
 // with a kind and change nothing (dynamic NTK at 1 still grows the base with the length).
-static void require_scaling_factor(const RopeScalingConfig& r, const std::string& at) {
+static void check_rope_scaling(const RopeScalingConfig& r, const std::string& kind, const std::string& at) {
+  if (r.kind != "none" && find_encoding(kind)->family != "rotary")
+    throw ConfigError(at + "kind: '" + r.kind + "' applies to rotary encodings (" + comma_list(encoding_kinds_of("rotary")) +
+                      "), not to '" + kind + "', which has no rotary frequencies to stretch");
   if ((r.kind == "linear" || r.kind == "ntk" || r.kind == "yarn") && r.factor == 1.0)
     throw ConfigError(at + "factor: rope scaling '" + r.kind + "' needs a factor above 1 (1 scales nothing), e.g. " +
                       "the evaluated length over the training length");
@@ -297,11 +301,7 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   require(pe.scale >= 0, at + "scale", ">= 0 (0 = the kind's default)", pe.scale);
   // The kind's own checks (its file registered them) and, for a plug-in's kind, one trial construction.
   check_positional({pe, m.n_embd, m.n_head, m.block_size});
-  const auto rotary = encoding_kinds_of("rotary");
-  if (pe.rope_scaling.kind != "none" && find_encoding(pe.kind)->family != "rotary")
-    throw ConfigError(at + "rope_scaling.kind: '" + pe.rope_scaling.kind + "' applies to rotary encodings (" +
-                      comma_list(rotary) + "), not to '" + pe.kind + "', which has no rotary frequencies to stretch");
-  require_scaling_factor(pe.rope_scaling, at + "rope_scaling.");
+  check_rope_scaling(pe.rope_scaling, pe.kind, at + "rope_scaling.");
   require(pe.randomize.max_position == 0 || pe.randomize.max_position >= m.block_size, at + "randomize.max_position",
           "0 (off) or >= model.block_size (" + std::to_string(m.block_size) + ")", pe.randomize.max_position);
   return pe;
@@ -466,11 +466,7 @@ Config config_from_json(const json& j) {
   require(e.key_short >= -1, "eval.key_short", "-1 (off), 0 (a quarter of the training length) or a positive number of tokens", e.key_short);
   require(e.key_margin >= 0, "eval.key_margin", ">= 0 nats", e.key_margin);
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
-  require_scaling_factor(e.rope_scaling, "eval.rope_scaling.");
-  if (e.rope_scaling.kind != "none" && find_encoding(c.model.pos_encoding.kind)->family != "rotary")
-    throw ConfigError("eval.rope_scaling.kind: '" + e.rope_scaling.kind + "' applies to rotary encodings (" +
-                      comma_list(encoding_kinds_of("rotary")) + "), not to '" + c.model.pos_encoding.kind +
-                      "', which has no rotary frequencies to stretch");
+  check_rope_scaling(e.rope_scaling, c.model.pos_encoding.kind, "eval.rope_scaling.");
   for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);

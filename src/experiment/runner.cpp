@@ -256,7 +256,8 @@ class FollowUps {
   std::thread worker_;
 };
 
-static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures);
+static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures,
+                   const json& probe_errors = json::array());
 
 // A cell directory that holds a run (finished or to resume) must hold this cell's config: an experiment file
 // edited between two runs into the same --out would otherwise mix old cells into new results. The thread
@@ -370,13 +371,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     for (const auto& [name, error] : failures) failed.push_back(name);
     return {{"failed_cells", failed}, {"probe_errors", follow_ups.probe_errors()}};
   }
-  json results = finish(full, o, failures);
-  // A probe that failed: its cell's losses stand, the probe's columns are missing; recorded, and compare fails.
-  if (!follow_ups.probe_errors().empty()) {
-    results["probe_errors"] = follow_ups.probe_errors();
-    write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
-  }
-  return results;
+  return finish(full, o, failures, follow_ups.probe_errors());
 }
 
 json finish_experiment(const Experiment& e, const CompareOptions& o, bool require_all) {
@@ -398,8 +393,11 @@ json finish_experiment(const Experiment& e, const CompareOptions& o, bool requir
   return finish(e, o, {});
 }
 
-static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures) {
+static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures,
+                   const json& probe_errors) {
   json results = aggregate_results(e, o.out);
+  // A probe that failed: its cell's losses stand, the probe's columns are missing; recorded, and compare fails.
+  if (!probe_errors.empty()) results["probe_errors"] = probe_errors;
   // A cell's row, or with an eval_grid each of its variants' rows (NAME@VARIANT): the variant's own failure,
   // else the training's.
   for (auto& cell : results["cells"]) {
