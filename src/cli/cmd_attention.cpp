@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "eval/attention_stats.h"
+#include "util/files.h"
 #include "util/scripts.h"
 
 namespace poslab::cli {
@@ -32,9 +33,12 @@ void add_attention(CLI::App& app) {
     if (o->stats.map_size <= 0) throw ConfigError("--map-size: must be a positive integer");
     attention_run(o->run, o->stats);
     std::cout << "written: " << o->run << "/attention.json\n";
+    const std::string stats_png = o->run + "/attention.png", maps_png = o->run + "/attention_maps.png";
+    // Pictures drawn from the JSON before: they no longer show it.
+    for (const auto& path : remove_stale_files({stats_png, maps_png}))
+      if (o->no_plot) std::cout << "removed: " << path << " (drawn from the previous attention.json)\n";
     if (o->no_plot) return;
     const std::string script = find_script("plots");
-    const std::string stats_png = o->run + "/attention.png", maps_png = o->run + "/attention_maps.png";
     if (script.empty() || run_python_script(script, {"attention", o->run + "/attention.json", stats_png, maps_png}) != 0)
       throw std::runtime_error("attention.json is written, but the plots failed (scripts/plots: needs python3-matplotlib; see above)");
     std::cout << "written: " << stats_png << ", " << maps_png << "\n";

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "config/config.h"
 #include "probe/probe.h"
+#include "util/files.h"
 #include "util/scripts.h"
 
 namespace poslab::cli {
@@ -72,6 +73,9 @@ void add_probe(CLI::App& app) {
       throw ConfigError("probe: scripts/plots not found for the heatmap (set POSLAB_SCRIPTS, or pass --no-plot)");
     const auto result = probe_run(o->run, o->probe);
     std::cout << format_probe_table(result) << "written: " << json_path << "\n";
+    // A heatmap drawn from the JSON before: it no longer shows it.
+    for (const auto& path : remove_stale_files({png}))
+      if (o->no_plot) std::cout << "removed: " << path << " (drawn from the previous " << json_path << ")\n";
     if (o->no_plot) return;
     if (run_python_script(script, {"probe", json_path, png}) != 0)
       throw std::runtime_error(json_path + " is written, but the heatmap failed (scripts/plots: needs python3-matplotlib)");

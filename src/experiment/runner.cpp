@@ -410,7 +410,17 @@ static json finish(const Experiment& e, const CompareOptions& o, const std::map<
   }
   write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
   write_file_atomic(o.out + "/results.csv", results_csv(results));
+  // The report and its pictures (scripts/plot_report.py) showed the results before these: removed, and drawn
+  // again below unless plots are off or the run was stopped.
+  std::vector<std::string> report_files;
+  for (const char* name : {"report.html", "report.md", "extrapolation.png", "loss_curves.png", "position_loss.png",
+                           "attention.png", "retrieval.png", "retrieval_heatmaps.png"})
+    report_files.push_back(o.out + "/" + name);
+  const bool stale_report = !remove_stale_files(report_files).empty();
   std::cout << "\n" << format_results_table(results);
+  if (stale_report && (o.plot_script.empty() || stop_requested()))
+    spdlog::info("removed {}/report.html and its pictures: they showed earlier results (draw them again with "
+                 "python3 scripts/plot_report.py {})", o.out, o.out);
   if (stop_requested()) {
     spdlog::warn("interrupted: re-run the same command to finish the remaining cells");
     return results;

@@ -60,6 +60,18 @@ void write_file_atomic(const std::string& path, const std::vector<char>& data) {
   write_file_atomic(path, std::string(data.begin(), data.end()));
 }
 
+std::vector<std::string> remove_stale_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> removed;
+  for (const auto& path : paths) {
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec)) continue;
+    if (!fs::remove(path, ec) || ec)
+      throw std::runtime_error(path + ": cannot remove it (" + ec.message() + "), and it shows older results");
+    removed.push_back(path);
+  }
+  return removed;
+}
+
 std::string absolute_path(const std::string& path) {
   std::error_code ec;
   auto p = fs::weakly_canonical(fs::absolute(path), ec);

@@ -17,6 +17,9 @@ std::string absolute_path(const std::string& path);
 // `relative` as seen from the directory holding `from_file`, unless it is absolute.
 std::string resolve_relative(const std::string& from_file, const std::string& relative);
 bool file_exists(const std::string& path);
+// Removes those of `paths` that exist: pictures and reports drawn from an older version of a file just
+// rewritten, which would no longer show it. Returns the ones removed (a file that cannot be removed throws).
+std::vector<std::string> remove_stale_files(const std::vector<std::string>& paths);
 // Before any work: `path` must be a directory or creatable as one, and writable. Throws ConfigError
 // "OPTION PATH: <reason>; <what to do>" otherwise. Creates nothing.
 void check_output_dir(const std::string& path, const std::string& option);

@@ -25,8 +25,12 @@ check "the table is printed" grep -q "exact match by eval length" log1
 check "attention statistics for every finished cell" \
   test -s out/cells/kind=rope_n_embd=16/attention.json -a -s out/cells/kind=learned_n_embd=16/attention.json
 
+echo stale > out/report.html; echo stale > out/extrapolation.png  # as an earlier run with plots left them
 "$POSLAB" compare -c exp.json --out out --no-plots > log2 2>&1
 check "a re-run skips finished cells" test "$(grep -c 'finished earlier, skipped' log2)" -eq 2
+check "the report of the earlier results.json is removed, not left beside the new one" \
+  test ! -e out/report.html -a ! -e out/extrapolation.png -a -s out/results.json
+check "and that is said" grep -q "removed out/report.html and its pictures: they showed earlier results" log2
 
 # An interrupted cell (checkpoint, no summary 'done') is resumed, not restarted.
 "$POSLAB" train -c base.json --set model.pos_encoding.kind=alibi --out out2/cells/kind=alibi --stop-at 10 > /dev/null 2>&1

@@ -246,4 +246,16 @@ if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
 else
   echo "matplotlib missing: the heat map not checked"
 fi
+
+# Pictures drawn from an earlier JSON go when the JSON is rewritten without them (stand-ins here, so that
+# this holds without matplotlib too).
+echo stale > run/probe-passkey.png
+"$POSLAB" probe --run run --lengths 64 --trials 2 --no-plot > stale.log 2>&1
+check "probe --no-plot removes the heat map of the previous probe-passkey.json" test ! -e run/probe-passkey.png
+check "and says so" grep -q "removed: run/probe-passkey.png (drawn from the previous run/probe-passkey.json)" stale.log
+echo stale > run/attention.png; echo stale > run/attention_maps.png
+"$POSLAB" attention --run run --lengths 64 --sequences 1 --no-plot > stale2.log 2>&1
+check "attention --no-plot removes both pictures of the previous attention.json" \
+  test ! -e run/attention.png -a ! -e run/attention_maps.png -a -s run/attention.json
+check "and says so" grep -q "removed: run/attention_maps.png (drawn from the previous attention.json)" stale2.log
 finish
