@@ -20,14 +20,15 @@ void add_attention(CLI::App& app) {
   auto* cmd = app.add_subcommand("attention", "Attention statistics per layer and head at several lengths; writes "
                                               "RUN/attention.json, attention.png and attention_maps.png");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
-  cmd->add_option("--lengths,-l", o->lengths,
+  // Given empty (--lengths "") is an error, not the default: counted, not tested for emptiness.
+  auto* lengths_opt = cmd->add_option("--lengths,-l", o->lengths,
                   "Comma-separated lengths: items per example for tasks, tokens for text (default: the config's)");
   cmd->add_option("--example", o->stats.example, "Which of the --sequences validation sequences gives the maps, 0 to --sequences - 1 (default 0, the first)");
   cmd->add_option("--sequences", o->stats.sequences, "Validation sequences averaged per length (default 8)");
   cmd->add_option("--map-size", o->stats.map_size, "Maps are pooled to at most this many positions a side (default 64)");
   cmd->add_flag("--no-plot", o->no_plot, "Write attention.json only");
-  cmd->callback([o] {
-    if (!o->lengths.empty()) o->stats.lengths = parse_lengths(o->lengths, "--lengths");
+  cmd->callback([o, lengths_opt] {
+    if (lengths_opt->count() > 0) o->stats.lengths = parse_lengths(o->lengths, "--lengths");
     if (o->stats.example < 0) throw ConfigError("--example: must be a non-negative integer");
     if (o->stats.sequences <= 0) throw ConfigError("--sequences: must be a positive integer");
     if (o->stats.map_size <= 0) throw ConfigError("--map-size: must be a positive integer");

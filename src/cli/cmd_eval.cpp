@@ -22,7 +22,8 @@ void add_eval(CLI::App& app) {
       "into windows of the length, 'sliding' moves a window of the length by --stride and scores its last "
       "--stride targets");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
-  cmd->add_option("--lengths,-l", o->lengths,
+  // Given empty (--lengths "") is an error, not the default: counted, not tested for emptiness.
+  auto* lengths_opt = cmd->add_option("--lengths,-l", o->lengths,
                   "Comma-separated lengths: items per example for tasks, tokens for text (default: the run's "
                   "eval.lengths, else 1x, 2x, 4x and 8x its training length)");
   cmd->add_option("--tokens", o->tokens,
@@ -52,14 +53,14 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--set,-s", o->sets, "Override an eval key for this evaluation: --set eval.rope_scaling.kind=yarn");
   cmd->add_option("--tag", o->tag, "Write RUN/eval-TAG.json instead of RUN/eval.json (letters, digits, '_', '-', '.')");
   auto* tag_option = cmd->get_option("--tag");
-  cmd->callback([o, tag_option] {
+  cmd->callback([o, tag_option, lengths_opt] {
     if (tag_option->count() > 0 && o->tag.empty())
       throw ConfigError("eval: --tag must not be empty (leave it out to write RUN/eval.json)");
     if (!o->tag.empty() && o->tag.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
                                std::string::npos)
       throw ConfigError("eval: --tag '" + o->tag + "' may hold only letters, digits, '_', '-' and '.'");
     EvalOptions eo{{}, o->batches, o->batch_size, o->stride, o->tokens};
-    if (!o->lengths.empty()) eo.lengths = parse_lengths(o->lengths, "--lengths");
+    if (lengths_opt->count() > 0) eo.lengths = parse_lengths(o->lengths, "--lengths");
     eo.overrides = o->sets;
     eo.tag = o->tag;
     if (!o->rope_scaling.empty()) {

@@ -44,9 +44,10 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--task,-t", o->probe.task,
                   "Probe: passkey (a key hidden in filler, any run whose vocabulary has digits) or mqar (a run trained on "
                   "data.task mqar: distance and load axes) (default passkey)");
-  cmd->add_option("--lengths,-l", o->lengths, "Comma-separated document lengths in tokens (default: passkey: the run's eval lengths; mqar: 1, 2, 4 and 8 "
+  // Given empty (--lengths "") is an error, not the default: counted, not tested for emptiness.
+  auto* lengths_opt = cmd->add_option("--lengths,-l", o->lengths, "Comma-separated document lengths in tokens (default: passkey: the run's eval lengths; mqar: 1, 2, 4 and 8 "
                   "times its training length in tokens)");
-  cmd->add_option("--depths", o->depths,
+  auto* depths_opt = cmd->add_option("--depths", o->depths,
                   "Comma-separated needle depths in [0, 1], the fraction of the filler before the needle (default 0,0.25,0.5,0.75)");
   cmd->add_option("--trials", o->probe.trials, "Documents per (length, depth) cell (default 50)");
   cmd->add_option("--haystack", o->probe.haystack, "Filler: noise (the reference's sentences) or text (held-out text of "
@@ -61,11 +62,11 @@ void add_probe(CLI::App& app) {
                   "Effective length: the lower 95% Wilson bound of exact match must reach this (default 0.85)");
   cmd->add_option("--seed", o->probe.seed, "Seed of the documents (default 1)");
   cmd->add_flag("--no-plot", o->no_plot, "Write the JSON only");
-  cmd->callback([o] {
-    if (!o->lengths.empty()) o->probe.lengths = parse_lengths(o->lengths, "--lengths");
-    if (!o->depths.empty()) o->probe.depths = parse_depths(o->depths);
+  cmd->callback([o, lengths_opt, depths_opt] {
+    if (lengths_opt->count() > 0) o->probe.lengths = parse_lengths(o->lengths, "--lengths");
+    if (depths_opt->count() > 0) o->probe.depths = parse_depths(o->depths);
     o->probe.controls = !o->no_controls;
-    o->probe.strict_lengths = !o->lengths.empty();  // lengths asked for must be probed; the run's own may be n/a
+    o->probe.strict_lengths = lengths_opt->count() > 0;  // lengths asked for must be probed; the run's own may be n/a
     const std::string json_path = o->run + "/probe-" + o->probe.task + ".json";
     const std::string png = o->run + "/probe-" + o->probe.task + ".png";
     const std::string script = o->no_plot ? "" : find_script("plots");

@@ -62,6 +62,11 @@ expect_fail 2 "train.checkpoint_interval must be >= 0" -- "$POSLAB" train -c ok.
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" eval --run run --lengths 0
 expect_fail 2 "--lengths: 8 is listed twice" -- "$POSLAB" eval --run run --lengths 8,16,8
 expect_fail 2 "--lengths: '99999999999' is too large" -- "$POSLAB" eval --run run --lengths 99999999999
+# Given empty, a list is an error, not the default.
+for cmd in eval attention probe; do
+  expect_fail 2 "--lengths: expected a comma-separated list of lengths" -- "$POSLAB" $cmd --run run --lengths ""
+done
+expect_fail 2 "--depths: expected a comma-separated list of fractions" -- "$POSLAB" probe --run run --depths ""
 expect_fail 2 "--lengths: 'abc' is not a positive integer" -- "$POSLAB" eval --run run --lengths 8,abc
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" eval --run nowhere --lengths 8
 
