@@ -63,9 +63,7 @@ TEST(AttentionBlocks, FollowTheFormulaAndItsGradientsOnEveryShape) {
           const float scale = 0.3f;
           const AttentionBlock b{q.data(), qs, k.data(), ks, v.data(), vs, tq, tk, hs, off,
                                  masked ? mask.data() : nullptr, tk, scale};
-          std::vector<bf16> s(tq * tk), y(tq * hs), dq(tq * hs), dk(tk * hs), dv(tk * hs);
-          std::vector<uint32_t> p(poslab::kernels::attention_block_pairs(tq, tk));
-          const int ld = (tk + 15) / 16 * 16;  // p's pairs of rows: row i's key j in half i % 2 of [i / 2][j]
+          std::vector<bf16> s(tq * tk), p(tq * tk), y(tq * hs), dq(tq * hs), dk(tk * hs), dv(tk * hs);
           std::vector<float> row_max(tq), row_inv(tq), datt(masked ? tq * tk : 0);
           poslab::kernels::attention_block_forward(b, s.data(), p.data(), row_max.data(), row_inv.data(), y.data(), hs);
           poslab::kernels::attention_block_backward(b, s.data(), p.data(), row_max.data(), row_inv.data(), dy.data(), hs,
@@ -95,7 +93,7 @@ TEST(AttentionBlocks, FollowTheFormulaAndItsGradientsOnEveryShape) {
             }
             for (int j = 0; j < m; ++j) G[i * tk + j] = P[i * tk + j] * (dp[j] - dot);
             for (int j = 0; j < tk; ++j) {
-              wp.add(P[i * tk + j], static_cast<bf16>(p[i / 2 * ld + j] >> (16 * (i % 2))));
+              wp.add(P[i * tk + j], p[i * tk + j]);
               if (masked) wa.add(G[i * tk + j], datt[i * tk + j]);
             }
             for (int c = 0; c < hs; ++c) {

@@ -28,7 +28,7 @@ namespace {
 // grown to the largest block seen and kept. Plain code: outside the AVX-512 region below.
 struct Scratch {
   std::vector<uint32_t> a, b, c, d;
-  std::vector<bf16> dp, ds, p;
+  std::vector<bf16> dp, ds;
   std::vector<float> row;
 };
 Scratch& scratch() {
@@ -48,6 +48,7 @@ float* sized(std::vector<float>& v, int64_t n) {
   return v.data();
 }
 
+constexpr int64_t kLanes = 16;
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 int64_t keys_seen(int64_t i, int64_t t_k, int64_t offset) { return std::min(t_k, std::max<int64_t>(0, offset + i + 1)); }
 
@@ -253,34 +254,12 @@ POSLAB_AI void zero_from(T* row, int64_t n_end, int64_t t_k) {
   }
 }
 
-// A tile's rows, as bfloat16 bits, stored twice: as rows (t_k apart, up to n_end, 0 up to t_k), and as
-// pairs of rows (pack_pairs_of_rows' layout, round_up(t_k, 16) apart, 0 past n_end), which the products
-// over the rows (ds^T q, p^T dy) read. m0 is even (a multiple of 4).
-template <int MR, int NV>
-POSLAB_AI void store_rows_and_pairs(const vuint (&bits)[MR][NV], int64_t m0, int64_t n_end, int64_t t_k, bf16* rows,
-                                    uint32_t* pairs) {
-  const int64_t ld = round_up(t_k, kLanes);
-  for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) store_bits(rows + (m0 + r) * t_k + v * kLanes, bits[r][v], n_end - v * kLanes);
-    zero_from(rows + (m0 + r) * t_k, n_end, t_k);
-  }
-  for (int r = 0; r < MR; r += 2) {
-    uint32_t* out = pairs + (m0 + r) / 2 * ld;
-    for (int v = 0; v < NV; ++v) {
-      const vuint pair = r + 1 < MR ? bits[r][v] | (bits[r + 1][v] << 16) : bits[r][v];
-      std::memcpy(out + v * kLanes, &pair, sizeof pair);
-    }
-    std::fill(out + NV * kLanes, out + ld, 0u);
-  }
-}
-
 // Rows m0 .. m0 + MR: acc (their scores' sums) rounded to bfloat16 into s, and p = their softmax, 0 up
-// to t_k, as rows and as pairs of rows, with each row's max and 1 / sum (attention_softmax_forward's
-// arithmetic). Step by step over the rows, so that their chains of dependent operations (the folds, the
-// division) overlap.
+// to t_k, with each row's max and 1 / sum (attention_softmax_forward's arithmetic). Step by step over
+// the rows, so that their chains of dependent operations (the folds, the division) overlap.
 template <int MR, int NV>
 POSLAB_AI void softmax_rows(const AttentionBlock& b, int64_t m0, __m512 (&acc)[MR][NV], int64_t n_end, bf16* s, bf16* p,
-                            uint32_t* p_pairs, float* row_max, float* row_inv_sum) {
+                            float* row_max, float* row_inv_sum) {
   vfloat x[MR][NV];
   float mx[MR], inv[MR];
   for (int r = 0; r < MR; ++r) {
@@ -303,23 +282,22 @@ POSLAB_AI void softmax_rows(const AttentionBlock& b, int64_t m0, __m512 (&acc)[M
     }
     inv[r] = 1.0f / fold_sum(sum);
   }
-  vuint bits[MR][NV];
   for (int r = 0; r < MR; ++r) {
-    for (int v = 0; v < NV; ++v) bits[r][v] = bf16_bits(x[r][v] * inv[r]);
-    row_max[m0 + r] = mx[r];
-    row_inv_sum[m0 + r] = inv[r];
+    const int64_t i = m0 + r;
+    for (int v = 0; v < NV; ++v) store_bf16(p + i * b.t_k + v * kLanes, x[r][v] * inv[r], n_end - v * kLanes);
+    zero_from(p + i * b.t_k, n_end, b.t_k);
+    row_max[i] = mx[r];
+    row_inv_sum[i] = inv[r];
   }
-  store_rows_and_pairs<MR, NV>(bits, m0, n_end, b.t_k, p, p_pairs);
 }
 
 // Rows m0 .. m0 + MR of the softmax's backward: acc (dp's sums) rounded to bfloat16, p recomputed from s
 // and the row's max and 1 / sum, g = p (dp - sum_j p_j dp_j) into datt (when not null) and scale g into
-// ds, as rows and as pairs of rows, 0 up to t_k (attention_softmax_backward's arithmetic), step by step
-// over the rows.
+// ds, 0 up to t_k (attention_softmax_backward's arithmetic), step by step over the rows.
 template <int MR, int NV>
 POSLAB_AI void softmax_backward_rows(const AttentionBlock& b, int64_t m0, __m512 (&acc)[MR][NV], int64_t n_end,
                                      const bf16* s, const float* row_max, const float* row_inv_sum, bf16* ds,
-                                     uint32_t* ds_pairs, float* datt) {
+                                     float* datt) {
   vfloat pv[MR][NV];
   float dot[MR];
   for (int r = 0; r < MR; ++r) {
@@ -334,23 +312,22 @@ POSLAB_AI void softmax_backward_rows(const AttentionBlock& b, int64_t m0, __m512
     }
     dot[r] = fold_sum(vdot);
   }
-  vuint bits[MR][NV];
   for (int r = 0; r < MR; ++r) {
     const int64_t i = m0 + r;
     for (int v = 0; v < NV; ++v) {
       const int64_t j = v * kLanes;
       const vfloat g = pv[r][v] * ((vfloat)acc[r][v] - dot[r]);
       if (datt != nullptr) _mm512_mask_storeu_ps(datt + i * b.t_k + j, first(n_end - j), (__m512)g);
-      bits[r][v] = bf16_bits(g * b.scale);
+      store_bf16(ds + i * b.t_k + j, g * b.scale, n_end - j);
     }
+    zero_from(ds + i * b.t_k, n_end, b.t_k);
     if (datt != nullptr) zero_from(datt + i * b.t_k, n_end, b.t_k);
   }
-  store_rows_and_pairs<MR, NV>(bits, m0, n_end, b.t_k, ds, ds_pairs);
 }
 
 // s, p and the rows' stats from q and kt (k packed by pack_pairs_of_cols), t_k <= kTileKeys.
-void scores_and_softmax(const AttentionBlock& b, const uint32_t* kt, int64_t ldb, bf16* s, bf16* p, uint32_t* p_pairs,
-                        float* row_max, float* row_inv_sum) {
+void scores_and_softmax(const AttentionBlock& b, const uint32_t* kt, int64_t ldb, bf16* s, bf16* p, float* row_max,
+                        float* row_inv_sum) {
   const RowPairs q{b.q, b.q_stride, b.hs};
   for (int64_t m0 = 0; m0 < b.t_q; m0 += 4) {
     const int mr = static_cast<int>(std::min<int64_t>(4, b.t_q - m0));
@@ -358,15 +335,14 @@ void scores_and_softmax(const AttentionBlock& b, const uint32_t* kt, int64_t ldb
     with_tile(mr, static_cast<int>((n_end + kLanes - 1) / kLanes), [&](auto MR, auto NV) {
       __m512 acc[MR][NV];
       tile_sums<MR, NV>(q, m0, 0, b.hs / 2, kt, ldb, 0, acc);
-      softmax_rows<MR, NV>(b, m0, acc, n_end, s, p, p_pairs, row_max, row_inv_sum);
+      softmax_rows<MR, NV>(b, m0, acc, n_end, s, p, row_max, row_inv_sum);
     });
   }
 }
 
 // ds (and datt) from dy, vt (v packed by pack_pairs_of_cols) and what the forward saved, t_k <= kTileKeys.
 void scores_backward(const AttentionBlock& b, const bf16* dy, int64_t dy_stride, const uint32_t* vt, int64_t ldb,
-                     const bf16* s, const float* row_max, const float* row_inv_sum, bf16* ds, uint32_t* ds_pairs,
-                     float* datt) {
+                     const bf16* s, const float* row_max, const float* row_inv_sum, bf16* ds, float* datt) {
   const RowPairs a{dy, dy_stride, b.hs};
   for (int64_t m0 = 0; m0 < b.t_q; m0 += 4) {
     const int mr = static_cast<int>(std::min<int64_t>(4, b.t_q - m0));
@@ -374,25 +350,23 @@ void scores_backward(const AttentionBlock& b, const bf16* dy, int64_t dy_stride,
     with_tile(mr, static_cast<int>((n_end + kLanes - 1) / kLanes), [&](auto MR, auto NV) {
       __m512 acc[MR][NV];
       tile_sums<MR, NV>(a, m0, 0, b.hs / 2, vt, ldb, 0, acc);
-      softmax_backward_rows<MR, NV>(b, m0, acc, n_end, s, row_max, row_inv_sum, ds, ds_pairs, datt);
+      softmax_backward_rows<MR, NV>(b, m0, acc, n_end, s, row_max, row_inv_sum, ds, datt);
     });
   }
 }
 
-void forward_block(const AttentionBlock& b, Scratch& sc, bf16* s, uint32_t* p_pairs, float* row_max,
-                   float* row_inv_sum, bf16* y, int64_t y_stride) {
+void forward_block(const AttentionBlock& b, Scratch& sc, bf16* s, bf16* p, float* row_max, float* row_inv_sum, bf16* y,
+                   int64_t y_stride) {
   const int64_t tk16 = round_up(b.t_k, kLanes), hs16 = round_up(b.hs, kLanes), kp = (b.t_k + 1) / 2;
   uint32_t* kt = sized(sc.a, b.hs / 2 * tk16);
   pack_pairs_of_cols(b.k, b.k_stride, b.t_k, b.hs, tk16, kt);
-  bf16* p = sized(sc.p, b.t_q * b.t_k);  // p as rows, for p v
   if (b.t_k <= kTileKeys) {
-    scores_and_softmax(b, kt, tk16, s, p, p_pairs, row_max, row_inv_sum);
+    scores_and_softmax(b, kt, tk16, s, p, row_max, row_inv_sum);
   } else {
     product(RowPairs{b.q, b.q_stride, b.hs}, b.t_q, kt, tk16, s, b.t_k,
             [&](int64_t, int64_t m1) { return Span{score_columns(b, m1), 0, b.hs / 2}; });
     attention_softmax_forward(s, b.mask, b.mask_stride, b.t_q, b.t_k, b.offset, b.scale, p, row_max, row_inv_sum,
                               sized(sc.row, b.t_k));
-    pack_pairs_of_rows(p, b.t_k, b.t_q, b.t_k, tk16, p_pairs);
   }
   uint32_t* vp = sized(sc.b, kp * hs16);
   pack_pairs_of_rows(b.v, b.v_stride, b.t_k, b.hs, hs16, vp);
@@ -400,25 +374,23 @@ void forward_block(const AttentionBlock& b, Scratch& sc, bf16* s, uint32_t* p_pa
           [&](int64_t, int64_t m1) { return Span{b.hs, 0, key_pairs(b, m1)}; });
 }
 
-void backward_block(const AttentionBlock& b, Scratch& sc, const bf16* s, const uint32_t* p_pairs, const float* row_max,
+void backward_block(const AttentionBlock& b, Scratch& sc, const bf16* s, const bf16* p, const float* row_max,
                     const float* row_inv_sum, const bf16* dy, int64_t dy_stride, bf16* dq, int64_t dq_stride, bf16* dk,
                     int64_t dk_stride, bf16* dv, int64_t dv_stride, float* datt) {
   const int64_t tk16 = round_up(b.t_k, kLanes), hs16 = round_up(b.hs, kLanes), kp = (b.t_k + 1) / 2,
                 qp = (b.t_q + 1) / 2, n = b.t_q * b.t_k;
-  // dp = dy v^T, on the columns the softmax's backward reads, and ds from it, as rows and pairs of rows
+  // dp = dy v^T, on the columns the softmax's backward reads
   uint32_t* vt = sized(sc.a, b.hs / 2 * tk16);
   pack_pairs_of_cols(b.v, b.v_stride, b.t_k, b.hs, tk16, vt);
   bf16* ds = sized(sc.ds, n);
-  uint32_t* ds_pairs = sized(sc.c, qp * tk16);
   if (b.t_k <= kTileKeys) {
-    scores_backward(b, dy, dy_stride, vt, tk16, s, row_max, row_inv_sum, ds, ds_pairs, datt);
+    scores_backward(b, dy, dy_stride, vt, tk16, s, row_max, row_inv_sum, ds, datt);
   } else {
     bf16* dp = sized(sc.dp, n);
     product(RowPairs{dy, dy_stride, b.hs}, b.t_q, vt, tk16, dp, b.t_k,
             [&](int64_t, int64_t m1) { return Span{score_columns(b, m1), 0, b.hs / 2}; });
     attention_softmax_backward(s, b.mask, b.mask_stride, row_max, row_inv_sum, dp, b.t_q, b.t_k, b.offset, b.scale, ds,
                                datt, sized(sc.row, b.t_k));
-    pack_pairs_of_rows(ds, b.t_k, b.t_q, b.t_k, tk16, ds_pairs);
   }
   // dq = ds k
   uint32_t* kr = sized(sc.b, kp * hs16);
@@ -427,11 +399,14 @@ void backward_block(const AttentionBlock& b, Scratch& sc, const bf16* s, const u
           [&](int64_t, int64_t m1) { return Span{b.hs, 0, key_pairs(b, m1)}; });
   // dk = ds^T q and dv = p^T dy: key j is weighed by queries i >= j - offset only
   const auto queries = [&](int64_t m0, int64_t) { return Span{b.hs, std::max<int64_t>(0, m0 - b.offset) / 2, qp}; };
+  uint32_t* at = sized(sc.c, qp * tk16);
   uint32_t* br = sized(sc.d, qp * hs16);
+  pack_pairs_of_rows(ds, b.t_k, b.t_q, b.t_k, tk16, at);
   pack_pairs_of_rows(b.q, b.q_stride, b.t_q, b.hs, hs16, br);
-  product(PackedPairs{ds_pairs, tk16}, b.t_k, br, hs16, dk, dk_stride, queries);
+  product(PackedPairs{at, tk16}, b.t_k, br, hs16, dk, dk_stride, queries);
+  pack_pairs_of_rows(p, b.t_k, b.t_q, b.t_k, tk16, at);
   pack_pairs_of_rows(dy, dy_stride, b.t_q, b.hs, hs16, br);
-  product(PackedPairs{p_pairs, tk16}, b.t_k, br, hs16, dv, dv_stride, queries);
+  product(PackedPairs{at, tk16}, b.t_k, br, hs16, dv, dv_stride, queries);
 }
 
 }  // namespace
@@ -448,26 +423,23 @@ bool bf16_attention_blocks_available() {
   return ok;
 }
 
-int64_t attention_block_pairs(int64_t t_q, int64_t t_k) { return (t_q + 1) / 2 * round_up(t_k, kLanes); }
-
-void attention_block_forward(const AttentionBlock& b, bf16* s, uint32_t* p_pairs, float* row_max, float* row_inv_sum,
-                             bf16* y, int64_t y_stride) {
-  forward_block(b, scratch(), s, p_pairs, row_max, row_inv_sum, y, y_stride);
+void attention_block_forward(const AttentionBlock& b, bf16* s, bf16* p, float* row_max, float* row_inv_sum, bf16* y,
+                             int64_t y_stride) {
+  forward_block(b, scratch(), s, p, row_max, row_inv_sum, y, y_stride);
 }
 
-void attention_block_backward(const AttentionBlock& b, const bf16* s, const uint32_t* p_pairs, const float* row_max,
+void attention_block_backward(const AttentionBlock& b, const bf16* s, const bf16* p, const float* row_max,
                               const float* row_inv_sum, const bf16* dy, int64_t dy_stride, bf16* dq, int64_t dq_stride,
                               bf16* dk, int64_t dk_stride, bf16* dv, int64_t dv_stride, float* datt) {
-  backward_block(b, scratch(), s, p_pairs, row_max, row_inv_sum, dy, dy_stride, dq, dq_stride, dk, dk_stride, dv, dv_stride,
+  backward_block(b, scratch(), s, p, row_max, row_inv_sum, dy, dy_stride, dq, dq_stride, dk, dk_stride, dv, dv_stride,
                  datt);
 }
 
 #else
 
 bool bf16_attention_blocks_available() { return false; }
-int64_t attention_block_pairs(int64_t t_q, int64_t t_k) { return (t_q + 1) / 2 * ((t_k + 15) / 16 * 16); }
-void attention_block_forward(const AttentionBlock&, bf16*, uint32_t*, float*, float*, bf16*, int64_t) {}
-void attention_block_backward(const AttentionBlock&, const bf16*, const uint32_t*, const float*, const float*, const bf16*,
+void attention_block_forward(const AttentionBlock&, bf16*, bf16*, float*, float*, bf16*, int64_t) {}
+void attention_block_backward(const AttentionBlock&, const bf16*, const bf16*, const float*, const float*, const bf16*,
                               int64_t, bf16*, int64_t, bf16*, int64_t, bf16*, int64_t, float*) {}
 
 #endif

@@ -31,22 +31,17 @@ struct AttentionBlock {
   float scale;
 };
 
-// The probabilities p as the backward reads them: pairs of rows, (p[2 i2][j], p[2 i2 + 1][j]) as one 32-bit
-// value at [i2 * round_up(t_k, 16) + j], 0 past the rows and keys; this many values for a block.
-int64_t attention_block_pairs(int64_t t_q, int64_t t_k);
-
 // s = q k^T (bfloat16, t_q x t_k, rows t_k apart: the keys each row sees, rounded up to 16), p =
-// softmax(scale s + mask) into p_pairs (above), with the rows' max and 1 / sum (attention_softmax_forward's
-// arithmetic), and y = p v (bfloat16, t_q rows of hs, y_stride apart). Each product sums in float and is
-// rounded to bfloat16 once.
-void attention_block_forward(const AttentionBlock& b, bf16* s, uint32_t* p_pairs, float* row_max, float* row_inv_sum,
-                             bf16* y, int64_t y_stride);
+// softmax(scale s + mask) with the rows' max and 1 / sum (attention_softmax_forward on s), and y = p v
+// (bfloat16, t_q rows of hs, y_stride apart). Each product sums in float and is rounded once.
+void attention_block_forward(const AttentionBlock& b, bf16* s, bf16* p, float* row_max, float* row_inv_sum, bf16* y,
+                             int64_t y_stride);
 
 // Its backward from dy (t_q rows of hs, dy_stride apart) and what the forward wrote: dp = dy v^T,
 // ds = the softmax's backward (attention_softmax_backward: scale included, datt = its gradient before the
 // scale when not null, float t_q x t_k), dq = ds k, dk = ds^T q, dv = p^T dy, each written in bfloat16
 // to rows of hs *_stride apart.
-void attention_block_backward(const AttentionBlock& b, const bf16* s, const uint32_t* p_pairs, const float* row_max,
+void attention_block_backward(const AttentionBlock& b, const bf16* s, const bf16* p, const float* row_max,
                               const float* row_inv_sum, const bf16* dy, int64_t dy_stride, bf16* dq, int64_t dq_stride,
                               bf16* dk, int64_t dk_stride, bf16* dv, int64_t dv_stride, float* datt);
 

@@ -141,10 +141,6 @@ bool blocks_apply(const torch::Tensor& q, const torch::Tensor& k) {
   return kernels::bf16_attention_blocks_available() && q.size(3) % 2 == 0 && q.size(2) <= k.size(2);
 }
 torch::Tensor last_dim_dense(const torch::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
-// Block bh's probabilities, kept as the kernels' pairs of rows: (B, H, pairs) 32-bit values.
-uint32_t* pairs(const torch::Tensor& p, int64_t bh) {
-  return reinterpret_cast<uint32_t*>(p.data_ptr<int32_t>()) + bh * p.size(2);
-}
 
 // Attention in bfloat16, one autograd node for q k^T, the softmax and p v, where LibTorch's matmuls run ~20
 // small ops each way: on AVX512_BF16 the block kernels, each (batch, head) whole in the core's caches,
@@ -170,7 +166,7 @@ struct Bf16Attention {
       return;
     }
     s = torch::empty({B, H, tq, tk}, q.options());
-    p = torch::empty({B, H, kernels::attention_block_pairs(tq, tk)}, q.options().dtype(torch::kInt));  // pairs of rows
+    p = torch::empty_like(s);
     stats = torch::empty({2, B * H * tq}, q.options().dtype(torch::kFloat));
     const MaskView mv = mask_view(mask, s.sizes());
     float *mx = stats[0].data_ptr<float>(), *inv = stats[1].data_ptr<float>();
@@ -178,7 +174,7 @@ struct Bf16Attention {
     for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
       for (int64_t bh = b0; bh < b1; ++bh) {
         const int64_t at = bh * tq * tk;
-        kernels::attention_block_forward(block(bh, mv, scale), bf16_data(s) + at, pairs(p, bh), mx + bh * tq,
+        kernels::attention_block_forward(block(bh, mv, scale), bf16_data(s) + at, bf16_data(p) + at, mx + bh * tq,
                                          inv + bh * tq, block_rows(y, bh).p, block_rows(y, bh).stride);
       }
     });
@@ -227,7 +223,7 @@ struct Bf16Attention {
       for (int64_t bh = b0; bh < b1; ++bh) {
         const int64_t at = bh * tq * tk;
         const Rows dyr = block_rows(dy, bh), dqr = block_rows(dq, bh), dkr = block_rows(dk, bh), dvr = block_rows(dv, bh);
-        kernels::attention_block_backward(block_of(q, k, v, bh, mv, scale), bf16_data(s) + at, pairs(p, bh),
+        kernels::attention_block_backward(block_of(q, k, v, bh, mv, scale), bf16_data(s) + at, bf16_data(p) + at,
                                           mx + bh * tq, inv + bh * tq, dyr.p, dyr.stride, dqr.p, dqr.stride, dkr.p,
                                           dkr.stride, dvr.p, dvr.stride, mask_grad ? datt.data_ptr<float>() + at : nullptr);
       }
