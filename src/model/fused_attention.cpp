@@ -10,7 +10,6 @@
 #include <array>
 #include <vector>
 
-#include "model/attention_block_kernels.h"
 #include "model/attention_kernels.h"
 #include "model/dnnl_matmul.h"
 #include "model/fused_ops.h"
@@ -125,59 +124,20 @@ struct AttentionSoftmaxFunction : torch::autograd::Function<AttentionSoftmaxFunc
   }
 };
 
-// A (B, H, t, hs) tensor's block (b, h) as rows of hs, its elements contiguous (the kernels' operand).
-struct Rows {
-  kernels::bf16* p;
-  int64_t stride;
-};
-Rows block_rows(const torch::Tensor& t, int64_t bh) {
-  const int64_t H = t.size(1);
-  auto* data = reinterpret_cast<kernels::bf16*>(t.data_ptr<at::BFloat16>());
-  return {data + (bh / H) * t.stride(0) + (bh % H) * t.stride(1), t.stride(2)};
-}
-// Whether the block kernels (model/attention_block_kernels.h) take q, k, v of these shapes: an even head
-// size (the products sum pairs of elements) and t_q <= t_k.
-bool blocks_apply(const torch::Tensor& q, const torch::Tensor& k) {
-  return kernels::bf16_attention_blocks_available() && q.size(3) % 2 == 0 && q.size(2) <= k.size(2);
-}
-torch::Tensor last_dim_dense(const torch::Tensor& t) { return t.stride(-1) == 1 ? t : t.contiguous(); }
-
-// Attention in bfloat16, one autograd node for q k^T, the softmax and p v, where LibTorch's matmuls run ~20
-// small ops each way: on AVX512_BF16 the block kernels, each (batch, head) whole in the core's caches,
-// reading q, k and v where they lie; elsewhere both products on oneDNN directly (model/dnnl_matmul.h), q, k
-// and v copied dense first (oneDNN's brgemm kernels take no batch of rows a larger stride apart). The output
-// is written in the rows the output projection reads, (B, t_q, H, hs), so the copy into rows that follows
-// is none.
+// Attention in bfloat16 with both products on oneDNN directly (model/dnnl_matmul.h): one autograd node for
+// q k^T, the softmax and p v, where LibTorch's matmuls run ~20 small ops each way. The output is written
+// in the rows the output projection reads, (B, t_q, H, hs), so the copy into rows that follows is none.
 struct Bf16Attention {
   torch::Tensor q, k, v, s, stats, p, rows;  // rows: y as (B, t_q, H hs)
 
   Bf16Attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
-                const torch::Tensor& mask, double scale) {
-    const bool blocks = blocks_apply(q_in, k_in);
-    q = blocks ? last_dim_dense(q_in) : q_in.contiguous();
-    k = blocks ? last_dim_dense(k_in) : k_in.contiguous();
-    v = blocks ? last_dim_dense(v_in) : v_in.contiguous();
-    const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), tk = k.size(2), hs = v.size(3);
+                const torch::Tensor& mask, double scale)
+      : q(q_in.contiguous()), k(k_in.contiguous()), v(v_in.contiguous()) {  // (B, H, t, hs): dense, as the kernels read best
+    s = bf16_matmul(q, k.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
+    std::tie(p, stats) = softmax_forward(s, mask, scale);
+    const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), hs = v.size(3);
     rows = torch::empty({B, tq, H * hs}, q.options());
-    if (!blocks) {
-      s = bf16_matmul(q, k.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
-      std::tie(p, stats) = softmax_forward(s, mask, scale);
-      bf16_matmul(p, v, torch::kBFloat16, {}, heads(rows, H));
-      return;
-    }
-    s = torch::empty({B, H, tq, tk}, q.options());
-    p = torch::empty_like(s);
-    stats = torch::empty({2, B * H * tq}, q.options().dtype(torch::kFloat));
-    const MaskView mv = mask_view(mask, s.sizes());
-    float *mx = stats[0].data_ptr<float>(), *inv = stats[1].data_ptr<float>();
-    const auto y = heads(rows, H);
-    for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
-      for (int64_t bh = b0; bh < b1; ++bh) {
-        const int64_t at = bh * tq * tk;
-        kernels::attention_block_forward(block(bh, mv, scale), bf16_data(s) + at, bf16_data(p) + at, mx + bh * tq,
-                                         inv + bh * tq, block_rows(y, bh).p, block_rows(y, bh).stride);
-      }
-    });
+    bf16_matmul(p, v, torch::kBFloat16, {}, heads(rows, H));
   }
   // y as (B, H, t_q, hs): a view of rows.
   torch::Tensor y() const { return heads(rows, q.size(1)); }
@@ -187,48 +147,19 @@ struct Bf16Attention {
     return rows.view({rows.size(0), rows.size(1), H, rows.size(2) / H}).permute({0, 2, 1, 3});
   }
 
-  // Block bh's operands for the kernels.
-  kernels::AttentionBlock block(int64_t bh, const MaskView& mv, double scale) const {
-    return block_of(q, k, v, bh, mv, scale);
-  }
-  static kernels::AttentionBlock block_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                          int64_t bh, const MaskView& mv, double scale) {
-    const Rows qr = block_rows(q, bh), kr = block_rows(k, bh), vr = block_rows(v, bh);
-    const int64_t tq = q.size(2), tk = k.size(2);
-    return {qr.p, qr.stride, kr.p, kr.stride, vr.p, vr.stride, tq, tk, v.size(3), tk - tq,
-            mv.block(bh, q.size(1)), mv.sq, static_cast<float>(scale)};
-  }
-
-  // The gradients of q, k, v (written into dq, dk, dv, (B, H, t, hs) views, their last dimension dense) and
-  // of the mask (when mask_grad) from dy (B, H, t_q, hs), with what the forward saved.
+  // The gradients of q, k, v (written into dq, dk, dv, (B, H, t, hs) views) and of the mask (when mask_grad)
+  // from dy (B, H, t_q, hs), with what the forward saved.
   static torch::Tensor backward(const variable_list& saved, const torch::Tensor& mask, const torch::Tensor& dy_in,
                                 double scale, bool mask_grad, const torch::Tensor& dq, const torch::Tensor& dk,
                                 const torch::Tensor& dv) {
     const auto &q = saved[0], &k = saved[1], &v = saved[2], &s = saved[3], &stats = saved[4], &p = saved[5];
-    if (!blocks_apply(q, k)) {
-      const auto dy = dy_in.to(torch::kBFloat16).contiguous();                  // (B, H, t_q, hs)
-      const auto dp = bf16_matmul(dy, v.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
-      auto [ds, dmask] = softmax_backward(s, stats, mask, dp, scale, mask_grad);
-      bf16_matmul(ds, k, torch::kBFloat16, {}, dq);                  // (B, H, t_q, hs)
-      bf16_matmul(ds.transpose(-2, -1), q, torch::kBFloat16, {}, dk);  // (B, H, t_k, hs)
-      bf16_matmul(p.transpose(-2, -1), dy, torch::kBFloat16, {}, dv);  // (B, H, t_k, hs)
-      return dmask;
-    }
-    const auto dy = last_dim_dense(dy_in.to(torch::kBFloat16));
-    const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), tk = k.size(2);
-    torch::Tensor datt = mask_grad ? torch::empty(s.sizes(), s.options().dtype(torch::kFloat)) : torch::Tensor();
-    const MaskView mv = mask_view(mask, s.sizes());
-    const float *mx = stats[0].data_ptr<float>(), *inv = stats[1].data_ptr<float>();
-    for_blocks(B * H, tq * tk, [&](int64_t b0, int64_t b1) {
-      for (int64_t bh = b0; bh < b1; ++bh) {
-        const int64_t at = bh * tq * tk;
-        const Rows dyr = block_rows(dy, bh), dqr = block_rows(dq, bh), dkr = block_rows(dk, bh), dvr = block_rows(dv, bh);
-        kernels::attention_block_backward(block_of(q, k, v, bh, mv, scale), bf16_data(s) + at, bf16_data(p) + at,
-                                          mx + bh * tq, inv + bh * tq, dyr.p, dyr.stride, dqr.p, dqr.stride, dkr.p,
-                                          dkr.stride, dvr.p, dvr.stride, mask_grad ? datt.data_ptr<float>() + at : nullptr);
-      }
-    });
-    return mask_grad ? at::sum_to(datt, mask.sizes()) : torch::Tensor();
+    const auto dy = dy_in.to(torch::kBFloat16).contiguous();                  // (B, H, t_q, hs)
+    const auto dp = bf16_matmul(dy, v.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
+    auto [ds, dmask] = softmax_backward(s, stats, mask, dp, scale, mask_grad);
+    bf16_matmul(ds, k, torch::kBFloat16, {}, dq);                  // (B, H, t_q, hs)
+    bf16_matmul(ds.transpose(-2, -1), q, torch::kBFloat16, {}, dk);  // (B, H, t_k, hs)
+    bf16_matmul(p.transpose(-2, -1), dy, torch::kBFloat16, {}, dv);  // (B, H, t_k, hs)
+    return dmask;
   }
 };
 
