@@ -62,7 +62,9 @@ torch::Tensor make_mask(const Case& c) {
 
 const std::vector<Case> kCases = {
     {2, 3, 64, 64, 16, "none"},   {2, 3, 37, 37, 8, "bias3d"}, {1, 2, 5, 70, 16, "bias4d"},  // queries at the end
-    {3, 2, 1, 33, 8, "causal2d"}, {2, 2, 17, 17, 8, "row"},    {1, 4, 80, 80, 32, "bias3d"}};
+    {3, 2, 1, 33, 8, "causal2d"}, {2, 2, 17, 17, 8, "row"},    {1, 4, 80, 80, 32, "bias3d"},
+    // longer rows, heads of several 16-lane vectors, an odd head size
+    {1, 2, 150, 150, 48, "none"}, {1, 1, 40, 130, 80, "row"},  {2, 2, 20, 20, 7, "bias3d"}};
 
 // A case's q, k and v, drawn in float, taking gradients.
 std::array<torch::Tensor, 3> draw_qkv(const Case& c) {
