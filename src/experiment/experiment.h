@@ -13,7 +13,13 @@ struct Cell {
   nlohmann::json settings;  // {"model.pos_encoding.kind": "rope", "seed": 1}
   nlohmann::json config;    // the full resolved config of the cell
   std::string error;        // set when the cell's config is invalid
+  std::string config_digest;  // cell_config_digest(config); read back from experiment.json ("" in older ones)
 };
+
+// A digest of what a cell trains: its config resolved, leaving out what may differ between the machines
+// that run one experiment's shards (threads; the vocabulary size, filled in from the data). Two cells of
+// one digest train the same model on the same data.
+std::string cell_config_digest(const nlohmann::json& config);
 
 // An evaluation-only setting (e.g. a RoPE scaling): every trained cell is evaluated once per
 // variant, into its run's eval-NAME.json, without retraining.

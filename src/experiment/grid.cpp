@@ -6,11 +6,22 @@
 #include "experiment/experiment.h"
 #include "probe/probe.h"
 #include "util/files.h"
+#include "util/sha256.h"
 
 namespace poslab {
 using nlohmann::json;
 
 std::string grid_value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// A grid value as a cell's name spells it: the name names the cell's directory, config and log files, so a
+// value holding '/' (a file's path: file keys are made absolute) reads as its last component and a hash of
+// the whole, two files of one name in two folders staying two cells.
+static std::string cell_name_text(const json& v) {
+  const std::string text = grid_value_text(v);
+  if (text.find('/') == std::string::npos) return text;
+  const std::string last = text.substr(text.rfind('/') + 1);
+  return (last.empty() ? std::string("path") : last) + "~" + sha256_hex(text).substr(0, 8);
+}
 
 static std::string short_key(const std::string& key, const json& grid) {
   // The last path component names a key unless two grid keys share it.
@@ -127,13 +138,17 @@ Experiment load_experiment(const std::string& path) {
     for (size_t k = 0; k < keys.size(); ++k) {
       const json& v = e.grid[keys[k]][index[k]];
       cell.settings[keys[k]] = v;
-      cell.name += (cell.name.empty() ? "" : "_") + short_key(keys[k], e.grid) + "=" + grid_value_text(v);
+      cell.name += (cell.name.empty() ? "" : "_") + short_key(keys[k], e.grid) + "=" + cell_name_text(v);
       if (keys[k] != "seed") {
         const bool only_key = e.group_keys.size() == 1;
         group += (group.empty() ? "" : ", ") + (only_key ? grid_value_text(v) : short_key(keys[k], e.grid) + "=" + grid_value_text(v));
       }
     }
     cell.group = group.empty() ? "all" : group;
+    // Its files are named after it (CELL.json, CELL.log, cells/CELL/): within a file name's 255 bytes.
+    if (cell.name.size() + std::string(".json.tmp").size() > 255)
+      throw ConfigError(where + ": cell " + cell.name.substr(0, 60) + "...: its name, " + std::to_string(cell.name.size()) +
+                        " bytes, is too long for a file name (at most 246): shorten the grid's values");
     // Every cell is validated here, before the first one trains: a bad value stops the whole grid.
     for (size_t k = 0; k < keys.size(); ++k)
       apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k], path);

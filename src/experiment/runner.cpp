@@ -281,13 +281,47 @@ static void check_cells_match(const Experiment& e, const CompareOptions& o) {
   }
 }
 
+// Where OUT/experiment.json, as saved, and this experiment differ: "" when they are one experiment (its
+// file's path and description aside: a copy of the file elsewhere is the same experiment), else the first
+// differing key as "KEY: SAVED there, MINE here".
+static std::string experiment_difference(const json& saved, const json& mine) {
+  json a = saved, b = mine;
+  for (json* j : {&a, &b}) j->erase("path"), j->erase("description");
+  // Saved by a poslab that kept no digests: the cells' names and settings are what can be compared.
+  if (a.contains("cells") && b.contains("cells") && !a["cells"].empty() && !a["cells"][0].contains("config_sha256"))
+    for (auto& c : b["cells"]) c.erase("config_sha256");
+  const auto diff = json::diff(a, b);
+  if (diff.empty()) return "";
+  const std::string path = diff[0]["path"].get<std::string>();
+  const json::json_pointer at(path);
+  return path + ": " + (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
+         " here";
+}
+
+// A shard's output directory is shared with the experiment's other shards: they must all run one
+// experiment, from one file, or aggregating them would average cells of different configs as seeds.
+static void check_same_experiment(const json& mine, const CompareOptions& o, bool at_end) {
+  const std::string saved_path = o.out + "/experiment.json";
+  if (!file_exists(saved_path)) return;
+  const std::string difference = experiment_difference(read_json_file(saved_path), mine);
+  if (difference.empty()) return;
+  if (!at_end)
+    throw ConfigError("--out " + o.out + ": experiment.json there is another experiment's (" + difference +
+                      "); every shard of one output directory runs the same experiment file: use another --out");
+  throw std::runtime_error(saved_path + " was rewritten by a shard of another experiment while this one ran (" + difference +
+                           "): these shards are not one experiment, and --aggregate will refuse their mixed cells");
+}
+
 json run_experiment(const Experiment& full, const CompareOptions& o) {
-  check_cells_match(full, o);  // before anything is written
+  // Before anything is written: a shard's directory holds one experiment, and finished cells their configs.
+  const json saved_experiment = experiment_to_json(full);
+  if (o.shard.active()) check_same_experiment(saved_experiment, o, /*at_end=*/false);
+  check_cells_match(full, o);
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
   fs::create_directories(o.out + "/configs");
   // What `compare --aggregate OUT` reads later, whichever shard gets here first (the same text from each).
-  write_file_atomic(o.out + "/experiment.json", experiment_to_json(full).dump(1) + "\n");
+  write_file_atomic(o.out + "/experiment.json", saved_experiment.dump(1) + "\n");
   install_stop_handlers();
   Experiment shard_part = full;
   if (o.shard.active()) {
@@ -366,6 +400,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
   follow_ups.finish();
   if (o.shard.active()) {
+    check_same_experiment(saved_experiment, o, /*at_end=*/true);
     spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);
     json failed = json::array();
     for (const auto& [name, error] : failures) failed.push_back(name);
@@ -375,6 +410,16 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
 }
 
 json finish_experiment(const Experiment& e, const CompareOptions& o, bool require_all) {
+  // Each cell trained what the experiment says (shards started from different experiment files share
+  // one directory otherwise unnoticed): its saved config's digest against the experiment's.
+  for (const auto& c : e.cells) {
+    const std::string dir = cell_dir(o.out, c);
+    if (c.config_digest.empty() || !is_run_dir(dir)) continue;
+    if (cell_config_digest(read_json_file(RunPaths{dir}.config())) != c.config_digest)
+      throw ConfigError("--aggregate " + o.out + ": cell " + c.name + " was trained with another config than " + o.out +
+                        "/experiment.json describes (a shard run from another experiment file?); train it again "
+                        "into another --out");
+  }
   if (require_all) {
     std::vector<std::string> missing;
     for (const auto& c : e.cells)

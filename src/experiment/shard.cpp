@@ -4,6 +4,7 @@
 
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "util/sha256.h"
 
 namespace poslab {
 using nlohmann::json;
@@ -50,10 +51,22 @@ Shard shard_from(const std::string& flag) {
   return s;
 }
 
+std::string cell_config_digest(const json& config) {
+  Config c = config_from_json(config);
+  c.train.threads = 0;
+  c.model.vocab_size = 0;
+  return sha256_hex(config_to_json(c).dump());
+}
+
 json experiment_to_json(const Experiment& e) {
   json cells = json::array();
-  for (const auto& c : e.cells)
-    cells.push_back({{"name", c.name}, {"group", c.group}, {"settings", c.settings}, {"error", c.error}});
+  for (const auto& c : e.cells) {
+    json cell = {{"name", c.name}, {"group", c.group}, {"settings", c.settings}, {"error", c.error}};
+    const std::string digest = !c.config_digest.empty() || !c.error.empty() || c.config.is_null() ? c.config_digest
+                                                                                                   : cell_config_digest(c.config);
+    if (!digest.empty()) cell["config_sha256"] = digest;
+    cells.push_back(cell);
+  }
   json variants = json::array();
   for (const auto& v : e.eval_grid) variants.push_back({{"name", v.name}, {"overrides", v.overrides}});
   return {{"name", e.name}, {"path", e.path},   {"description", e.description}, {"grid", e.grid},
@@ -70,7 +83,7 @@ Experiment experiment_from_json(const json& j, const std::string& where) {
     e.group_keys = j.at("group_keys").get<std::vector<std::string>>();
     for (const auto& c : j.at("cells"))
       e.cells.push_back({c.at("name").get<std::string>(), c.at("group").get<std::string>(), c.at("settings"), json(),
-                         c.at("error").get<std::string>()});
+                         c.at("error").get<std::string>(), c.value("config_sha256", std::string())});
     e.probes = j.value("probes", json::object());  // experiments saved before probes existed have none
     for (const auto& v : j.at("eval_grid"))
       e.eval_grid.push_back({v.at("name").get<std::string>(), v.at("overrides").get<std::vector<std::string>>()});

@@ -39,6 +39,21 @@ printf '{"name": "tiny2", "base": "base.json", "grid": {"model.pos_encoding.kind
 check "an interrupted cell is resumed" grep -q "resuming kind=alibi" log3
 check "the resumed cell finished" grep -q '"status": "done"' out2/cells/kind=alibi/summary.json
 
+# A grid over file paths (made absolute, so holding '/'): each cell is named after the file and a hash of its
+# path, so two files of one name in two folders are two cells, and the names make valid file names.
+mkdir -p gp/d1 gp/d2
+head -c 20000 "$ROOT/data/text/licenses.txt" > gp/d1/a.txt; tail -c 20000 "$ROOT/data/text/licenses.txt" > gp/d2/a.txt
+printf '{"data": {"kind": "text", "path": "d1/a.txt"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 4, "eval_interval": 4, "precision": "fp32", "threads": 1, "batch_size": 4}, "eval": {"lengths": [16], "batches": 1}}\n' > gp/base.json
+printf '{"name": "paths", "base": "base.json", "grid": {"data.path": ["d1/a.txt", "d2/a.txt"]}}\n' > gp/exp.json
+"$POSLAB" compare -c gp/exp.json --out gp/out --no-plots > gp.log 2>&1
+check "a grid over file paths runs (exit $?)" grep -q "What this shows" gp.log
+check "its two cells are named after the file and a hash of its path" \
+  test "$(ls gp/out/cells | grep -cE '^path=a\.txt~[0-9a-f]{8}$')" -eq 2
+printf '{"name": "long", "base": "base.json", "grid": {"train.learning_rate": [0.001], "model.pos_encoding.kind": ["%s"]}}\n' \
+  "$(printf 'r%.0s' $(seq 300))" > gp/long.json
+expect_fail 2 "bytes, is too long for a file name (at most 246): shorten the grid's values" -- "$POSLAB" compare -c gp/long.json --out gp/long --no-plots
+check "nothing is written for it" test ! -e gp/long
+
 # Re-running into the same --out after the experiment changed: refused before any work, naming the cell and key.
 sed 's/"max_iters": 20/"max_iters": 30/' base.json > base_b.json
 printf '{"name": "tiny2", "base": "base_b.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2b.json

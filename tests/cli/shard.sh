@@ -38,6 +38,34 @@ a, b = strip(sys.argv[1]), strip(sys.argv[2])
 sys.exit(0 if a == b else 1)
 PY
 
+# Shards of one output directory run one experiment. Another experiment file (train.max_iters differs, the
+# grid is the same) is refused before any work, naming the difference ...
+sed 's/"max_iters": 12/"max_iters": 8/' base.json > base_b.json
+printf '{"name": "sh", "base": "base_b.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi", "none"]}}\n' > exp_b.json
+expect_fail 2 "experiment.json there is another experiment's (/cells/0/config_sha256" -- \
+  "$POSLAB" compare -c exp_b.json --out parts --shard 1/2 --no-plots
+check "the refused shard trained nothing" test "$(ls parts/cells | wc -l)" -eq 3
+# ... and where shards of two experiment files started together (neither saw the other's experiment.json),
+# --aggregate refuses the cells trained with the other config. Here shard 1 of exp_b runs in a directory
+# of its own, and its cell is moved in beside exp's.
+"$POSLAB" compare -c exp.json --out mixed --shard 0/2 --no-plots > /dev/null 2>&1
+"$POSLAB" compare -c exp_b.json --out mixed_b --shard 1/2 --no-plots > /dev/null 2>&1
+mv mixed_b/cells/kind=alibi mixed/cells/
+expect_fail 2 "cell kind=alibi was trained with another config than mixed/experiment.json describes" -- \
+  "$POSLAB" compare --aggregate mixed --no-plots
+check "and writes no results for them" test ! -e mixed/results.json
+# A shard whose experiment.json is rewritten by another experiment's shard while it runs fails at its end.
+sed 's/"max_iters": 12/"max_iters": 400/' base.json > base_slow.json
+printf '{"name": "sh", "base": "base_slow.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi", "none"]}}\n' > exp_slow.json
+"$POSLAB" compare -c exp_slow.json --out race --shard 0/2 --no-plots > race.log 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -f race/experiment.json ] && break; sleep 0.1; done
+cp mixed_b/experiment.json race/experiment.json
+wait $pid
+status=$?
+check "a shard whose experiment.json another experiment rewrote fails (status $status)" test $status -eq 1
+check "naming the rewrite" grep -q "race/experiment.json was rewritten by a shard of another experiment while this one ran" race.log
+
 expect_fail 2 "--shard 2/2: shard 2 of 2 is out of range" -- "$POSLAB" compare -c exp.json --out x --shard 2/2
 expect_fail 2 "--shard 1: expected K/N" -- "$POSLAB" compare -c exp.json --out x --shard 1
 expect_fail 2 "expected a non-negative integer, got 'a'" -- "$POSLAB" compare -c exp.json --out x --shard a/2
