@@ -48,7 +48,37 @@ static bool cell_finished(const std::string& dir) {
   }
 }
 
-// Starts `poslab ARGS...` with stdout and stderr appended to `log`.
+// A distributed launcher's variables (torchrun's, Slurm's tasks, Open MPI's, the rendezvous): each cell is
+// one process of its own, so none reaches it; set around compare (an sbatch script with several tasks, a
+// MASTER_ADDR exported for other work), they would make every cell wait for peers that never come.
+static bool launcher_variable(const std::string& name) {
+  static const char* const kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                       "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
+                                       "SLURM_NTASKS_PER_NODE"};
+  for (const char* n : kNames)
+    if (name == n) return true;
+  return name.rfind("OMPI_COMM_WORLD_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
+}
+
+// compare's environment less the launcher's variables: the cells'.
+static const std::vector<std::string>& cell_environment() {
+  static const std::vector<std::string> env = [] {
+    std::vector<std::string> kept, dropped;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      (launcher_variable(entry.substr(0, entry.find('='))) ? dropped : kept).push_back(entry);
+    }
+    if (!dropped.empty()) {
+      std::string names;
+      for (const auto& d : dropped) names += (names.empty() ? "" : ", ") + d.substr(0, d.find('='));
+      spdlog::info("each cell trains as one process: {} not passed on to the cells", names);
+    }
+    return kept;
+  }();
+  return env;
+}
+
+// Starts `poslab ARGS...` with stdout and stderr appended to `log`, in cell_environment().
 static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args, const std::string& log) {
   args.insert(args.begin(), o.poslab_binary);
   std::vector<char*> argv;
@@ -58,8 +88,11 @@ static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  std::vector<char*> envp;
+  for (const auto& e : cell_environment()) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, o.poslab_binary.c_str(), &actions, nullptr, argv.data(), environ);
+  int rc = posix_spawn(&pid, o.poslab_binary.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + o.poslab_binary + ": " + std::strerror(rc));
   return pid;

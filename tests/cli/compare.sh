@@ -54,6 +54,15 @@ printf '{"name": "long", "base": "base.json", "grid": {"train.learning_rate": [0
 expect_fail 2 "bytes, is too long for a file name (at most 246): shorten the grid's values" -- "$POSLAB" compare -c gp/long.json --out gp/long --no-plots
 check "nothing is written for it" test ! -e gp/long
 
+# A launcher's variables around compare (an sbatch script with several tasks) do not reach the cells, each
+# one process: with them, every cell would wait for a peer that never comes, then fail.
+printf '{"name": "env", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}}\n' > envexp.json
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=29763 POSLAB_DIST_TIMEOUT_S=3 \
+  "$POSLAB" compare -c envexp.json --out envout --no-plots > env.log 2>&1
+status=$?
+check "compare under a launcher's variables trains its cells alone (status $status)" test $status -eq 0
+check "and says which variables it kept from them" grep -q "each cell trains as one process: .*MASTER_ADDR.* not passed on to the cells" env.log
+
 # Re-running into the same --out after the experiment changed: refused before any work, naming the cell and key.
 sed 's/"max_iters": 20/"max_iters": 30/' base.json > base_b.json
 printf '{"name": "tiny2", "base": "base_b.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2b.json
