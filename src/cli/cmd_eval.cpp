@@ -1,8 +1,11 @@
 // poslab eval: a run's loss, accuracy and exact match per length, and its per-position curve.
+#include <filesystem>
+
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
+#include "util/files.h"
 
 namespace poslab::cli {
 
@@ -70,6 +73,7 @@ void add_eval(CLI::App& app) {
     } else if (o->factor != 0 || o->original_length != 0) {
       throw ConfigError("eval: --factor and --original-length need --rope-scaling KIND");
     }
+    check_run_writable(o->run, std::filesystem::path(RunPaths{o->run}.eval(o->tag)).filename().string());
     std::cout << format_eval_table(evaluate_run(o->run, eo)) << "written: " << RunPaths{o->run}.eval(o->tag) << "\n";
   });
 }

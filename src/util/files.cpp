@@ -48,10 +48,15 @@ void write_file_atomic(const std::string& path, const std::string& data) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write " + tmp + ": " + std::strerror(errno));
+    if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
     out.write(data.data(), static_cast<std::streamsize>(data.size()));
     out.flush();
-    if (!out) throw std::runtime_error("write failed: " + tmp);
+    if (!out) {
+      const std::string reason = std::strerror(errno);
+      std::error_code ec;
+      fs::remove(tmp, ec);  // nothing half-written left behind
+      throw std::runtime_error("cannot write " + path + ": " + reason);
+    }
   }
   commit_file_atomic(tmp, path);
 }
@@ -98,6 +103,14 @@ void check_output_dir(const std::string& path, const std::string& option) {
   if (::access(existing.c_str(), W_OK | X_OK) != 0)
     throw ConfigError(option + " " + path + ": cannot write in " + existing.string() + " (" + std::strerror(errno) +
                       "); choose a directory you can write");
+}
+
+void check_run_writable(const std::string& dir, const std::string& file) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return;
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw ConfigError("--run " + dir + ": cannot write " + file + " there (" + std::strerror(errno) +
+                      "); copy the run where you can write, or run as its owner");
 }
 
 bool file_exists(const std::string& path) {

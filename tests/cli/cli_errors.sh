@@ -62,6 +62,19 @@ expect_fail 2 "train.checkpoint_interval must be >= 0" -- "$POSLAB" train -c ok.
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" eval --run run --lengths 0
 expect_fail 2 "--lengths: 8 is listed twice" -- "$POSLAB" eval --run run --lengths 8,16,8
 expect_fail 2 "--lengths: '99999999999' is too large" -- "$POSLAB" eval --run run --lengths 99999999999
+# A run directory the user cannot write: refused before the work, naming the run and the file (as another
+# user than the run's owner; skipped where no such user can run poslab here).
+chmod o+x "$WORK"  # mktemp's 0700 would keep the other user out of the run altogether
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null && \
+   setpriv --reuid=65534 --regid=65534 --clear-groups "$POSLAB" --help >/dev/null 2>&1 && \
+   setpriv --reuid=65534 --regid=65534 --clear-groups test -r run/config.json -a ! -w run; then
+  as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+  expect_fail 2 "--run run: cannot write eval.json there (Permission denied)" -- "${as_nobody[@]}" "$POSLAB" eval --run run --lengths 8
+  expect_fail 2 "--run run: cannot write attention.json there" -- "${as_nobody[@]}" "$POSLAB" attention --run run --lengths 8 --no-plot
+  expect_fail 2 "--run run: cannot write probe-passkey.json there" -- "${as_nobody[@]}" "$POSLAB" probe --run run --lengths 8 --no-plot
+else
+  echo "no second user to run as: the unwritable run directory is not checked"
+fi
 # Given empty, a list is an error, not the default.
 for cmd in eval attention probe; do
   expect_fail 2 "--lengths: expected a comma-separated list of lengths" -- "$POSLAB" $cmd --run run --lengths ""
