@@ -1,5 +1,6 @@
-// Distributed launch detection (the launchers' variables) and the gradient bucket plan; the
-// process group itself is tested with real processes in tests/cli/distributed.sh.
+// Distributed launch detection (the launchers' variables), the gradient bucket plan and the config
+// comparison of the rendezvous; the process group itself is tested with real processes in
+// tests/cli/distributed.sh.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -7,6 +8,7 @@
 
 #include "config/config.h"
 #include "distributed/buckets.h"
+#include "distributed/distributed.h"
 #include "distributed/launch.h"
 
 using namespace poslab;
@@ -112,4 +114,37 @@ TEST(Buckets, FlattenAndBackRoundTrips) {
   unflatten_into(flat * 2, out, b[0]);
   EXPECT_TRUE(torch::equal(out[0], ts[0] * 2));
   EXPECT_TRUE(torch::equal(out[1], ts[1] * 2));
+}
+
+TEST(ConfigDifference, TheFirstKeyInSortedOrderWithBothValues) {
+  const auto c = config_to_json(Config{});
+  EXPECT_FALSE(first_difference(c, c).has_value());
+  auto other = c;
+  other["train"]["learning_rate"] = 0.05;
+  other["train"]["max_iters"] = 7;  // "learning_rate" sorts first
+  const auto d = first_difference(other, c);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->key, "train.learning_rate");
+  EXPECT_EQ(d->here, "0.05");
+  EXPECT_EQ(d->there, "0.001");
+  // Strings without quotes; arrays whole, by their key; a key one side lacks.
+  other = c;
+  other["model"]["pos_encoding"]["kind"] = "rope";
+  EXPECT_EQ(first_difference(other, c)->here, "rope");
+  other = c;
+  other["eval"]["lengths"] = {16, 64};
+  EXPECT_EQ(first_difference(other, c)->key, "eval.lengths");
+  EXPECT_EQ(first_difference(other, c)->here, "[16,64]");
+  other = c;
+  other["model"]["pos_encoding"]["alpha"] = 2;  // a plug-in's option
+  EXPECT_EQ(first_difference(c, other)->key, "model.pos_encoding.alpha");
+  EXPECT_EQ(first_difference(c, other)->here, "(none)");
+  // A key that differs is named before what it resolved to.
+  auto a = c, b = c;
+  a["resolved"]["precision"] = "bf16", b["resolved"]["precision"] = "fp32";
+  EXPECT_EQ(first_difference(a, b)->key, "resolved.precision");
+  b["train"]["precision"] = "fp32";
+  EXPECT_EQ(first_difference(a, b)->key, "train.precision");
+  // Numbers compare by value once both sides went through the same text (the store carries JSON text).
+  EXPECT_FALSE(first_difference(nlohmann::json::parse(c.dump()), nlohmann::json::parse(c.dump())).has_value());
 }

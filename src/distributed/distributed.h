@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -65,8 +66,19 @@ class LocalProcess : public Distributed {};
 // CUDA), every wait bounded by dist_timeout_s(). Throws ConfigError where this build lacks the
 // backend, DistributedError when the peers cannot be reached in time. `seed` seeds the rank's own
 // stream; gradients travel in buckets of at most `bucket_bytes`. A world of 1: LocalProcess.
+// `same_everywhere` (the trainer's resolved config, less what may differ between machines) is
+// compared with rank 0's at the rendezvous, before the process group exists: where any rank's
+// differs, every rank throws ConfigError naming the rank, the first key that differs and both values.
 std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& device, uint64_t seed,
-                                     int64_t bucket_bytes);
+                                     int64_t bucket_bytes, const nlohmann::json& same_everywhere);
+
+// Where two configs first differ: objects key by key (in sorted order, a top-level "resolved" object
+// last), arrays and values whole. The key as a dotted path ("train.learning_rate"), each side's value
+// as text ("(none)" where it lacks the key).
+struct ConfigDifference {
+  std::string key, here, there;
+};
+std::optional<ConfigDifference> first_difference(const nlohmann::json& here, const nlohmann::json& there);
 
 // POSLAB_DIST_TIMEOUT_S (default 300): seconds to connect, and for each collective.
 int dist_timeout_s();

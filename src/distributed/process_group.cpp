@@ -10,6 +10,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <set>
+#include <thread>
 
 #include "config/config.h"
 #include "distributed/buckets.h"
@@ -49,6 +51,39 @@ int dist_timeout_s() {
   if (*text == '\0' || *end != '\0' || v < 1 || v > 86400)
     throw ConfigError(std::string("POSLAB_DIST_TIMEOUT_S='") + text + "' is not a number of seconds in [1, 86400]");
   return static_cast<int>(v);
+}
+
+static std::string value_text(const nlohmann::json* v) {
+  if (!v) return "(none)";
+  return v->is_string() ? v->get<std::string>() : v->dump();
+}
+
+static std::optional<ConfigDifference> first_difference_at(const std::string& key, const nlohmann::json* here,
+                                                           const nlohmann::json* there) {
+  if (here && there && here->is_object() && there->is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : here->items()) keys.insert(k);
+    for (const auto& [k, v] : there->items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const auto a = here->find(k), b = there->find(k);
+      if (auto d = first_difference_at(key.empty() ? k : key + "." + k, a == here->end() ? nullptr : &*a,
+                                       b == there->end() ? nullptr : &*b))
+        return d;
+    }
+    return std::nullopt;
+  }
+  if (here && there && *here == *there) return std::nullopt;
+  return ConfigDifference{key.empty() ? "(the whole config)" : key, value_text(here), value_text(there)};
+}
+
+std::optional<ConfigDifference> first_difference(const nlohmann::json& here, const nlohmann::json& there) {
+  // What the config resolved to ("resolved") last: where a key differs, name the key, not what it led to.
+  if (here.is_object() && there.is_object() && (here.contains("resolved") || there.contains("resolved"))) {
+    auto a = here, b = there;
+    a.erase("resolved"), b.erase("resolved");
+    if (auto d = first_difference_at("", &a, &b)) return d;
+  }
+  return first_difference_at("", &here, &there);
 }
 
 #if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
@@ -145,9 +180,62 @@ c10::intrusive_ptr<c10d::Store> make_store(const Launch& l, std::chrono::millise
   return make_tcp_store(l, o);
 }
 
+std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
+std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
+
+// Every rank must train on rank 0's config: ranks launched with another one used to run on silently,
+// deadlock in a collective or abort in Gloo. Through the store, before any process group exists: rank
+// 0 publishes its config, every other rank compares its own and answers with the first difference (or
+// none), and rank 0 publishes the verdict, which every rank reads: all stop together, naming the key.
+// Returns the verdict: {} when every rank agrees, else {rank, key, value, rank0, others} (the lowest
+// differing rank, its value and rank 0's at that key, how many more ranks differ).
+nlohmann::json agree_on_config(c10d::Store& store, const Launch& l, const nlohmann::json& same_everywhere,
+                               std::chrono::milliseconds timeout) {
+  using nlohmann::json;
+  const std::string prefix = "poslab/config";
+  const json mine = json::parse(same_everywhere.dump());  // as the other ranks read it: numbers alike
+  if (l.rank != 0) {
+    const json theirs = json::parse(text(store.get(prefix)));
+    json answer = json::object();
+    if (const auto d = first_difference(mine, theirs)) answer = {{"key", d->key}, {"value", d->here}, {"rank0", d->there}};
+    store.set(prefix + "/rank/" + std::to_string(l.rank), bytes(answer.dump()));
+    json verdict = json::parse(text(store.get(prefix + "/verdict")));
+    store.add(prefix + "/read", 1);  // a round trip: rank 0 may stop (and take the store with it) now
+    return verdict;
+  }
+  store.set(prefix, bytes(mine.dump()));
+  json verdict = json::object();
+  int differing = 0;
+  for (int r = 1; r < l.world_size; ++r) {
+    const json answer = json::parse(text(store.get(prefix + "/rank/" + std::to_string(r))));
+    if (answer.empty()) continue;
+    if (differing++ == 0) verdict = {{"rank", r}, {"key", answer["key"]}, {"value", answer["value"]}, {"rank0", answer["rank0"]}};
+  }
+  if (differing > 0) verdict["others"] = differing - 1;
+  store.set(prefix + "/verdict", bytes(verdict.dump()));
+  if (verdict.empty()) return verdict;
+  // Rank 0 serves the store (outside torchrun): it stays until every rank has read the verdict.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (store.add(prefix + "/read", 0) < l.world_size - 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return verdict;
+}
+
+// The verdict as this rank's one-line refusal.
+std::string mismatch_message(const nlohmann::json& verdict, int me) {
+  const int r = verdict["rank"].get<int>();
+  const std::string rank = "rank " + std::to_string(r), value = verdict["value"], rank0 = verdict["rank0"];
+  const int others = verdict.value("others", 0);
+  return rank + "'s config differs from rank 0's at " + verdict["key"].get<std::string>() + ": " + value +
+         (me == r ? " here, " : " on " + rank + ", ") + rank0 + (me == 0 ? " here" : " on rank 0") +
+         (others > 0 ? " (and " + std::to_string(others) + " more rank(s) differ)" : "") +
+         "; every rank stops: launch them all with the same config (only file paths and train.threads may differ)";
+}
+
 class ProcessGroup : public Distributed {
  public:
-  ProcessGroup(const Launch& launch, const torch::Device& device, uint64_t seed, int64_t bucket_bytes)
+  ProcessGroup(const Launch& launch, const torch::Device& device, uint64_t seed, int64_t bucket_bytes,
+               const nlohmann::json& same_everywhere)
       : l_(launch), device_(device), bucket_bytes_(bucket_bytes) {
     // This rank's own stream starts from a seed of its own; the device generator is left as it was.
     auto g = dropout_generator();
@@ -157,8 +245,12 @@ class ProcessGroup : public Distributed {
     g.set_state(saved);
     const std::chrono::milliseconds timeout(1000LL * dist_timeout_s());
     quiet_c10d_logging();
-    guarded(l_, "connecting to MASTER_ADDR=" + l_.master_addr + ":" + std::to_string(l_.master_port), [&] {
-      auto store = make_store(l_, timeout);
+    const std::string where = "connecting to MASTER_ADDR=" + l_.master_addr + ":" + std::to_string(l_.master_port);
+    auto store = guarded(l_, where, [&] { return make_store(l_, timeout); });
+    const auto verdict =
+        guarded(l_, where + " (comparing configs)", [&] { return agree_on_config(*store, l_, same_everywhere, timeout); });
+    if (!verdict.empty()) throw ConfigError(mismatch_message(verdict, l_.rank));
+    guarded(l_, where, [&] {
       if (device.is_cuda()) {
 #ifdef POSLAB_WITH_NCCL
         auto opts = c10d::ProcessGroupNCCL::Options::create();
@@ -323,7 +415,7 @@ class ProcessGroup : public Distributed {
 #endif
 
 std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& device, uint64_t seed,
-                                     int64_t bucket_bytes) {
+                                     int64_t bucket_bytes, const nlohmann::json& same_everywhere) {
   if (!launch.distributed()) return std::make_unique<LocalProcess>();
   const std::string what = "distributed launch (" + launch.launcher + ", world size " +
                            std::to_string(launch.world_size) + "): ";
@@ -338,9 +430,9 @@ std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& 
                       "libgloo-dev) and rebuild poslab");
 #endif
 #if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
-  return std::make_unique<ProcessGroup>(launch, device, seed, bucket_bytes);
+  return std::make_unique<ProcessGroup>(launch, device, seed, bucket_bytes, same_everywhere);
 #else
-  (void)seed, (void)bucket_bytes;
+  (void)seed, (void)bucket_bytes, (void)same_everywhere;
   return nullptr;  // unreachable: one of the refusals above has thrown
 #endif
 }

@@ -21,6 +21,7 @@
 #include "util/files.h"
 #include "util/progress.h"
 #include "util/runtime.h"
+#include "util/sha256.h"
 #include "util/signals.h"
 #include "util/stage.h"
 
@@ -347,6 +348,34 @@ struct Session {
   std::unique_ptr<Distributed> dist;  // the other ranks (LocalProcess when there are none)
 };
 
+// What every rank of a data-parallel run must share with rank 0 (connect() compares it at the
+// rendezvous): the resolved config, less what may differ between machines, plus what the config
+// resolved to here. Left out: the paths of files (data.path, data.dir, data.train_path, data.val_path,
+// data.tokenizer.model, model.pos_encoding.plugin), which another machine may mount elsewhere, and
+// train.threads, which suits each machine's cores. The files stand in by what stays cheap to compare:
+// the plug-in by its SHA-256 (already a key), the tokenizer by the SHA-256 of its vocabulary (and of its
+// SentencePiece model), the data by its tokens per split (hashing a corpus of gigabytes at every
+// start would not be cheap). Added: the device and precision that "auto" resolved to on this machine.
+static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime& rt) {
+  json j = config_to_json(c);
+  for (const char* key : {"path", "dir", "train_path", "val_path"}) j["data"].erase(key);
+  j["data"]["tokenizer"].erase("model");
+  j["model"]["pos_encoding"].erase("plugin");
+  j["train"].erase("threads");
+  json& resolved = j["resolved"];
+  resolved["device"] = rt.device.is_cuda() ? "cuda" : "cpu";
+  resolved["precision"] = rt.bf16 ? "bf16" : "fp32";
+  const auto& tokenizer = corpus.tokenizer();
+  resolved["vocabulary_sha256"] = sha256_hex(tokenizer.to_json().dump());
+  if (tokenizer.is_sentencepiece())
+    resolved["sentencepiece_sha256"] = sha256_file(tokenizer.sentencepiece_model(), "the SentencePiece model");
+  if (const auto* text = dynamic_cast<const TextCorpus*>(&corpus)) {
+    resolved["train_tokens"] = text->split_tokens(Split::Train);
+    resolved["val_tokens"] = text->split_tokens(Split::Val);
+  }
+  return j;
+}
+
 // Joins the launch's process group (after every local check, so a refusal comes before waiting
 // on peers), on the runtime's device: CUDA ranks take the device of their local rank.
 static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Launch& launch) {
@@ -362,7 +391,8 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   s.runtime = make_runtime(local);
   if (launch.distributed() && s.runtime.device.is_cuda()) s.runtime.device = torch::Device(torch::kCUDA, launch.local_rank);
   s.dist = connect(launch, s.runtime.device, static_cast<uint64_t>(c.seed),
-                   static_cast<int64_t>(c.train.dist_bucket_mb * 1024 * 1024));
+                   static_cast<int64_t>(c.train.dist_bucket_mb * 1024 * 1024),
+                   launch.distributed() ? same_everywhere(c, *corpus, s.runtime) : json::object());
   torch::manual_seed(c.seed);
   s.model = GPT(c.model);
   s.model->to(s.runtime.device);

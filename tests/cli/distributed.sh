@@ -108,6 +108,53 @@ expect_fail 2 "OMPI_COMM_WORLD_SIZE='' is not an integer" -- env OMPI_COMM_WORLD
 unset MASTER_PORT
 check "bad launches write nothing" bash -c '! ls -d bad* 2> /dev/null'
 
+# (g) Every rank must run rank 0's config: one launched with another is refused at the rendezvous,
+# and every rank stops with one line naming the key, before anything is written (these used to run on
+# silently, abort in Gloo, or hang until the timeout).
+# ranks2_sets OUTPREFIX "ARGS OF RANK 0" "ARGS OF RANK 1" -- poslab args...: as ranks2, each rank with its own args.
+ranks2_sets() {
+  local prefix=$1 port r extra
+  local -a own=("$2" "$3")
+  shift 4
+  port=$(free_port)
+  for r in 0 1; do
+    read -r -a extra <<< "${own[$r]}"
+    (RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=10 \
+       "$POSLAB" "$@" "${extra[@]}" > "$prefix.r$r" 2>&1; echo $? > "$prefix.rc$r") &
+  done
+  wait
+}
+# refused2 OUTPREFIX: both ranks exited 2, each with one "poslab:" line, and no run directory appeared.
+refused2() {
+  [ "$(cat "$1.rc0")" = 2 ] && [ "$(cat "$1.rc1")" = 2 ] && [ "$(grep -c "poslab:" "$1.r0")" -eq 1 ] &&
+    [ "$(grep -c "poslab:" "$1.r1")" -eq 1 ] && [ ! -e "$1" ]
+}
+start=$(date +%s)
+ranks2_sets lr "" "--set train.learning_rate=0.05" -- train -c tiny.json --out lr
+check "another learning rate on rank 1: both ranks refuse, exit 2, nothing written (exit $(cat lr.rc0), $(cat lr.rc1))" refused2 lr
+check "...rank 1 names the key and both values" \
+  grep -q "^poslab: error: rank 1's config differs from rank 0's at train.learning_rate: 0.05 here, 0.001 on rank 0" lr.r1
+check "...and so does rank 0" grep -q "^poslab: error: rank 1's config differs from rank 0's at train.learning_rate: 0.05 on rank 1, 0.001 here" lr.r0
+ranks2_sets iters "--set train.max_iters=30" "" -- train -c tiny.json --out iters
+check "another max_iters (which hung both ranks): refused on both" refused2 iters
+check "...naming train.max_iters" grep -q "at train.max_iters: 20 here, 30 on rank 0" iters.r1
+ranks2_sets embd "" "--set model.n_embd=32" -- train -c tiny.json --out embd
+check "another n_embd (which aborted in Gloo): refused on both" refused2 embd
+check "...naming model.n_embd" grep -q "at model.n_embd: 32 on rank 1, 16 here" embd.r0
+ranks2_sets bucket "" "--set train.dist_bucket_mb=1" -- train -c tiny.json --out bucket
+check "another dist_bucket_mb: refused on both" refused2 bucket
+check "four refusals at once, well within the timeouts ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
+# What may differ between machines: train.threads, and the path of the same data.
+"$PY" -c 'import random; r = random.Random(0); print("\n".join(" ".join(r.choice(["ab", "ba", "cab", "d"]) for _ in range(12)) for _ in range(200)))' > a.txt
+mkdir -p elsewhere && cp a.txt elsewhere/a.txt && { cat a.txt; echo "ab ba cab d"; } > other.txt
+text="--set data.kind=text --set train.max_iters=4 --set train.eval_interval=2"
+ranks2_sets paths "--set data.path=$WORK/a.txt --set train.threads=2" "--set data.path=$WORK/elsewhere/a.txt" -- \
+  train -c tiny.json $text --out paths
+check "the same data at another path, other threads: two ranks train (exit $(cat paths.rc0), $(cat paths.rc1))" ok2 paths
+ranks2_sets data "--set data.path=$WORK/a.txt" "--set data.path=$WORK/other.txt" -- train -c tiny.json $text --out data
+check "other data (one line more) under the data path: refused on both" refused2 data
+check "...naming its count of training tokens" grep -q "at resolved.train_tokens: " data.r0
+
 # (d) A rank killed mid-run: the other exits non-zero, in one line, well within the timeout, and
 # the last checkpoint still loads.
 sed 's/"max_iters": 20/"max_iters": 100000/' tiny.json > long.json
