@@ -100,7 +100,8 @@ void add_train(CLI::App& app) {
         result = train_new(c, dir, o->stop_at, o->init_from, launch);
       }
     }
-    if (result.status == "interrupted") std::exit(stop_requested() ? 130 : 0);  // --stop-at is no failure
+    // 130 on every rank when a signal stopped the run, whichever rank it reached; --stop-at is no failure.
+    if (result.status == "interrupted") std::exit(result.signalled || stop_requested() ? 130 : 0);
     if (launch.rank != 0) return;  // the evaluation and its eval.json belong to rank 0 too
     if (result.status == "done" && !result.config.eval.lengths.empty())
       std::cout << format_eval_table(evaluate_run(dir, EvalOptions{}));

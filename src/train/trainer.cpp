@@ -270,13 +270,15 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
         checkpoint();
       }
       if (last) break;
-      // A signal may reach one rank a step before another: the ranks agree on it every step.
-      if (dist.any(stop_requested()) || (stop_at > 0 && step >= stop_at)) {
+      // A signal may reach one rank a step before another: the ranks agree on it every step, and all
+      // report it (a launcher reading any rank's status must see the run was interrupted).
+      const bool signalled = dist.any(stop_requested());
+      if (signalled || (stop_at > 0 && step >= stop_at)) {
         checkpoint();
         status = "interrupted";
         json s = write_summary(elapsed());
         spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}", step, dir);
-        return {status, s, c};
+        return {status, s, c, signalled};
       }
 
       const double lr = learning_rate_at(t, step);

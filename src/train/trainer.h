@@ -17,6 +17,8 @@ struct TrainResult {
   std::string status;  // done | interrupted | failed
   nlohmann::json summary;
   Config config;  // the run's resolved config
+  // Interrupted by SIGINT/SIGTERM, on this rank or on any other (not by --stop-at): every rank exits 130.
+  bool signalled = false;
 };
 
 // Raised when the loss turns NaN or Inf: the run is marked failed, its last checkpoint kept.

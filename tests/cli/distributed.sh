@@ -184,6 +184,17 @@ check "...and marks the run failed" grep -q '"status": "failed"' killed/summary.
 "$POSLAB" eval --run killed --lengths 8 --batches 1 > /dev/null 2>&1
 check "the last checkpoint loads" test $? -eq 0
 
+# SIGTERM to one rank: the ranks agree to stop, rank 0 checkpoints, and every rank exits 130 (not only
+# the one that saw the signal), so a launcher reading any rank's status sees the interruption.
+start_two_ranks termed 20
+kill -TERM "${pids[1]}"
+wait "${pids[0]}"
+status0=$?
+wait "${pids[1]}"
+status1=$?
+check "SIGTERM to rank 1: both ranks exit 130 (got $status0, $status1)" test "$status0" -eq 130 -a "$status1" -eq 130
+check "...and the run is marked interrupted" grep -q '"status": "interrupted"' termed/summary.json
+
 # A rank that hangs (stopped, not dead: its sockets stay open) is given up after POSLAB_DIST_TIMEOUT_S.
 start_two_ranks hung 4
 kill -STOP "${pids[1]}"
