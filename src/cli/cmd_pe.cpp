@@ -66,6 +66,8 @@ static InspectParams parse_params(const std::string& text) {
 // Config errors name config keys; pe's users typed flags, so name those instead.
 static ConfigError as_flag_error(const ConfigError& e) {
   static const std::vector<std::pair<std::string, std::string>> flags = {
+      {"model.pos_encoding.rope_scaling.kind", "--rope-scaling"}, {"model.pos_encoding.rope_scaling.factor", "--factor"},
+      {"model.pos_encoding.rope_scaling.original_length", "--original-length"},
       {"model.pos_encoding.randomize.max_position", "--randomize"}, {"model.pos_encoding.kind", "--kind"},
       {"model.pos_encoding.base", "--base"}, {"model.pos_encoding.scale", "--scale"},
       {"model.pos_encoding.bits", "--bits"}, {"model.n_embd", "--dim"}, {"model.n_head", "--heads"},
@@ -200,11 +202,11 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--rope-scaling", o->rope_scaling, "Rotary kinds: none|linear|ntk|dynamic_ntk|yarn; prints inv_freq "
                                                     "(and yarn's attention_factor)")
       ->check(CLI::IsMember(kRopeScalingKinds));
-  cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (default 1)");
-  cmd->add_option("--original-length", o->original_length,
+  auto* factor_opt = cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (default 1)");
+  auto* original_opt = cmd->add_option("--original-length", o->original_length,
                   "--rope-scaling: the training length L in tokens (default: --positions)")
       ->check(positive_integer());
-  cmd->callback([o] {
+  cmd->callback([o, factor_opt, original_opt] {
     // Before any work: nothing is computed, drawn or half-written for an output that cannot be written.
     if (!o->plot.empty()) check_output_path(o->plot, "--plot", {".png", ".svg", ".pdf"});
     if (!o->plot_data.empty()) check_output_path(o->plot_data, "--plot-data", {".json"});
@@ -222,6 +224,8 @@ void add_pe(CLI::App& app) {
     if (o->rope_scaling != "none" && family != "rotary")
       throw ConfigError("--rope-scaling applies to rotary kinds (" + join_kinds(encoding_kinds_of("rotary")) + "), not --kind " + o->kind);
     if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
+    if (o->rope_scaling == "none" && (factor_opt->count() > 0 || original_opt->count() > 0))
+      throw ConfigError("--factor and --original-length need --rope-scaling KIND (without it they would change nothing)");
     if (family == "rotary" && o->dim % 2 != 0)
       throw ConfigError("--dim must be even for " + o->kind + " (it rotates pairs of the head's dims), got " +
                         std::to_string(o->dim));
@@ -231,7 +235,10 @@ void add_pe(CLI::App& app) {
                           {"block_size", o->positions},
                           {"pos_encoding",
                            {{"kind", o->kind}, {"base", o->base}, {"scale", o->scale}, {"bits", o->bits},
-                            {"plugin", o->plugin}, {"randomize", {{"max_position", o->randomize}}}}}}}};
+                            {"plugin", o->plugin}, {"randomize", {{"max_position", o->randomize}}},
+                            // validated as a model's would be (a factor of 1 scales nothing)
+                            {"rope_scaling",
+                             {{"kind", o->rope_scaling}, {"factor", o->factor}, {"original_length", o->original_length}}}}}}}};
     Config c;
     try {
       c = config_from_json(j);

@@ -95,6 +95,13 @@ expect_fail 2 "not in the run's vocabulary" -- "$POSLAB" sample --run run --prom
 expect_fail 2 "--format" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --format xml
 expect_fail 2 "unknown encoding 'nope'" -- "$POSLAB" pe --kind nope --positions 4 --dim 8
 expect_fail 2 "--dim must be even for rope" -- "$POSLAB" pe --kind rope --positions 4 --dim 7
+# pe shows only what a model can hold, and no flag is silently ignored.
+expect_fail 2 "--param r2=-5.000000: kerple_log keeps r2 in [0.01, inf)" -- "$POSLAB" pe --kind kerple_log --positions 3 --dim 8 --param r1=1,r2=-5
+expect_fail 2 "--param r1=-1.000000: kerple keeps r1 at 0.01 or more" -- "$POSLAB" pe --kind kerple_power --positions 3 --dim 8 --param r1=-1
+expect_fail 2 "--param r2=3.000000: kerple_power keeps r2 in [0.01, 2]" -- "$POSLAB" pe --kind kerple_power --positions 3 --dim 8 --param r2=3
+expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --factor 2
+expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --original-length 2
+expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling yarn --factor 1
 expect_fail 2 "--dim must be even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
 expect_fail 2 "--param 'r1': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1
 expect_fail 2 "--param 'r1=x': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1=x

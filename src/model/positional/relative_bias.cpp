@@ -74,6 +74,13 @@ std::map<std::string, torch::Tensor> KerpleBiasImpl::inspect(int64_t n, int64_t,
   torch::NoGradGuard no_grad;
   auto p = torch::arange(n, torch::kLong);
   const auto H = r1.size(0);
+  // Only values a model can hold: forward() keeps r1 >= 0.01 and r2 in [0.01, 2] (power) or >= 0.01 (log).
+  const double r2_max = power() ? 2.0 : std::numeric_limits<double>::infinity();
+  if (params.count("r1") && !(params.at("r1") >= 0.01))
+    throw ConfigError("--param r1=" + std::to_string(params.at("r1")) + ": kerple keeps r1 at 0.01 or more");
+  if (params.count("r2") && !(params.at("r2") >= 0.01 && params.at("r2") <= r2_max))
+    throw ConfigError("--param r2=" + std::to_string(params.at("r2")) + ": kerple_" + std::string(power() ? "power" : "log") + " keeps r2 in [0.01, " +
+                      (power() ? std::string("2]") : std::string("inf)")));
   auto a = params.count("r1") ? torch::full({H, 1, 1}, params.at("r1")) : r1.detach();
   auto b = params.count("r2") ? torch::full({H, 1, 1}, params.at("r2")) : r2.detach();
   return {{"bias", kerple_bias(causal_distance(p, p), a, b, power())}, {"r1", a.flatten()}, {"r2", b.flatten()}};
