@@ -1,13 +1,17 @@
 // The kind registry: every documented built-in is registered with its family, names are unique, and an
-// in-tree kind with options of its own is validated like a built-in; SHA-256 (the plug-in hash) on the
-// standard's test vectors.
+// in-tree kind with options of its own is validated like a built-in (lists element by element, objects key
+// by key); plug-ins loaded in this process: refusals register nothing and name the file, whatever the
+// plug-in threw, and a plug-in's options are read whatever the order its keys come in; SHA-256 (the
+// plug-in hash) on the standard's test vectors.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "config/config.h"
+#include "experiment/experiment.h"
 #include "model/positional/positional.h"
 #include "model/positional/registry.h"
+#include "test_util.h"
 #include "util/sha256.h"
 
 using namespace poslab;
@@ -34,7 +38,12 @@ TEST(Registry, EveryDocumentedKindIsRegisteredWithItsFamily) {
     EXPECT_EQ(pe->family(), family) << "the spec's family is what the instance says";
   }
   auto builtins = encoding_kinds();
-  builtins.erase(std::remove(builtins.begin(), builtins.end(), "test_width_bias"), builtins.end());  // below
+  // Kinds the tests below register: in-tree ones of their own, and a plug-in's.
+  builtins.erase(std::remove_if(builtins.begin(), builtins.end(),
+                                [](const std::string& k) {
+                                  return k == "test_width_bias" || k == "test_list_bias" || !find_encoding(k)->plugin.empty();
+                                }),
+                 builtins.end());
   EXPECT_EQ(builtins, names) << "listed in that order, and nothing else registered";
   EXPECT_EQ(encoding_kinds_of("rotary"), (std::vector<std::string>{"rope", "xpos"}));
   EXPECT_EQ(find_encoding("zigzag"), nullptr);
@@ -98,10 +107,156 @@ TEST(Registry, AnInTreeKindsOptionsAreReadAndChecked) {
   };
   refused({{"kind", "test_width_bias"}, {"test_width", -1}}, "model.pos_encoding.test_width must be positive, got -1");
   refused({{"kind", "test_width_bias"}, {"test_width", "wide"}}, "model.pos_encoding.test_width must be a number, got \"wide\"");
-  refused({{"kind", "alibi"}, {"test_hight", 1}}, "unknown key 'model.pos_encoding.test_hight'");
+  refused({{"kind", "alibi"}, {"test_hight", 1}}, "model.pos_encoding.test_hight: unknown key (allowed here: base, ");
   // The option round-trips through a run's config.json.
   Config back = config_from_json(config_to_json(c));
   EXPECT_EQ(back.model.pos_encoding.options.at("test_width").get<double>(), 3.0);
+}
+
+// Options whose defaults are lists of anything and objects: a value must have the default's type element by
+// element and key by key, and a run's config.json, which holds the defaults, reads back.
+static nlohmann::json J(const char* text) { return nlohmann::json::parse(text); }
+
+static void register_list_bias() {
+  static const EncodingRegistrar registrar{{"test_list_bias", "bias",
+                                            [](const PositionalOptions&) { return std::make_shared<WidthBiasImpl>(1.0); },
+                                            {},
+                                            {},
+                                            J(R"({"test_names": ["a", "b"], "test_widths": [1.5, 2.5], "test_mixed": [1, "one"],
+                                                  "test_grid": [[1, 2]], "test_shape": {"width": 1.0, "inner": {"n": 2}},
+                                                  "test_tags": [], "test_free": {}})"),
+                                            /*listing=*/5001}};
+}
+
+TEST(Registry, ListAndObjectOptionsHaveTheirDefaultsTypes) {
+  register_list_bias();
+  using nlohmann::json;
+  auto options = [](json pe) {
+    pe["kind"] = "test_list_bias";
+    return config_from_json(json{{"model", {{"pos_encoding", pe}}}}).model.pos_encoding.options;
+  };
+  const json defaults = options(json::object());
+  EXPECT_EQ(defaults.at("test_names"), J(R"(["a", "b"])"));
+  // Its own defaults, as a run's config.json holds them, read back (every command that reads a run does).
+  Config c = config_from_json(json{{"model", {{"pos_encoding", {{"kind", "test_list_bias"}}}}}});
+  EXPECT_EQ(config_from_json(config_to_json(c)).model.pos_encoding.options, defaults);
+  EXPECT_EQ(options(J(R"({"test_names": ["x"]})")).at("test_names"), J(R"(["x"])"));
+  EXPECT_EQ(options(J(R"({"test_names": []})")).at("test_names"), json::array()) << "an empty list has no element to refuse";
+  const json widths = options(J(R"({"test_widths": [1, 2]})")).at("test_widths");
+  EXPECT_TRUE(widths[0].is_number_float()) << "integers stand for floats, and stay floats";
+  EXPECT_EQ(options(J(R"({"test_mixed": ["two", 3, "four"]})")).at("test_mixed"), J(R"(["two", 3, "four"])"))
+      << "each element fits one of the default's";
+  EXPECT_EQ(options(J(R"({"test_grid": [[3], [4, 5, 6]]})")).at("test_grid"), J("[[3], [4, 5, 6]]"));
+  EXPECT_EQ(options(J(R"({"test_shape": {"width": 3}})")).at("test_shape"), J(R"({"width": 3.0, "inner": {"n": 2}})"))
+      << "a key not given keeps its default";
+  EXPECT_EQ(options(J(R"({"test_tags": [1, "a", {"b": 2}]})")).at("test_tags"), J(R"([1, "a", {"b": 2}])"))
+      << "an empty default list takes any list";
+  EXPECT_EQ(options(J(R"({"test_free": {"any": [1]}})")).at("test_free"), J(R"({"any": [1]})"))
+      << "an empty default object takes any object";
+
+  auto refused = [&](const char* given, const std::string& message) {
+    try {
+      options(J(given));
+      ADD_FAILURE() << given << " must be refused";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("model.pos_encoding." + message), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"test_names": "a"})", R"(test_names must be a list of strings, got "a")");
+  refused(R"({"test_names": ["a", 1]})", "test_names[1] must be a string, got 1");
+  refused(R"({"test_widths": [1, "w"]})", R"(test_widths[1] must be a number, got "w")");
+  refused(R"({"test_mixed": [true]})", "test_mixed[0] must be an integer (32-bit) or a string, got true");
+  refused(R"({"test_mixed": [1.5]})", "test_mixed[0] must be an integer (32-bit) or a string, got 1.5");
+  refused(R"({"test_grid": [[1, "x"]]})", R"(test_grid[0][1] must be an integer (32-bit), got "x")");
+  refused(R"({"test_grid": [1]})", "test_grid[0] must be a list, got 1");
+  refused(R"({"test_shape": {"inner": {"n": "x"}}})", R"(test_shape.inner.n must be an integer (32-bit), got "x")");
+  refused(R"({"test_shape": {"depth": 1}})", "test_shape.depth: unknown key (allowed here: inner, width)");
+  refused(R"({"test_shape": [1]})", "test_shape must be an object, got [1]");
+  refused(R"({"test_tags": "x"})", R"(test_tags must be a list, got "x")");
+  refused(R"({"test_free": [1]})", "test_free must be an object, got [1]");
+
+  // Merged from layers: one key of an object option keeps the keys a file gave; a list is replaced.
+  poslab::testing::TempDir dir;
+  const auto path = dir.file("c.json", R"({"model": {"pos_encoding": {"kind": "test_list_bias", "test_names": ["p", "q"],
+                                           "test_shape": {"width": 7, "inner": {"n": 5}}}}})");
+  const std::string at = "model.pos_encoding.";
+  Config merged = load_config(path, {at + "test_shape.inner.n=6", at + R"(test_names=["r"])"});
+  EXPECT_EQ(merged.model.pos_encoding.options.at("test_shape"), J(R"({"width": 7.0, "inner": {"n": 6}})"));
+  EXPECT_EQ(merged.model.pos_encoding.options.at("test_names"), J(R"(["r"])"));
+}
+
+// Plug-ins built beside the tests (tests/CMakeLists.txt), loaded in this process.
+static std::string test_plugin(const std::string& name) { return std::string(POSLAB_TEST_PLUGINS_DIR) + "/lib" + name + ".so"; }
+
+static std::string refusal(const std::string& plugin) {
+  try {
+    load_plugin(test_plugin(plugin), "--plugin");
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+TEST(Plugin, KindsRegisteredAsItLoadsAreItsOwnAndRolledBackWhenRefused) {
+  // A static EncodingRegistrar runs inside dlopen: a taken name is an error naming the file, not an abort
+  // inside dlopen that calls the plug-in a built-in.
+  const std::string builtin = refusal("bad_static_builtin");
+  EXPECT_EQ(builtin.rfind("--plugin " + test_plugin("bad_static_builtin") + ": not a poslab plug-in", 0), 0) << builtin;
+  EXPECT_NE(builtin.find("it registered 'alibi' as it loaded, and nothing is kept"), std::string::npos) << builtin;
+  ASSERT_NE(find_encoding("alibi"), nullptr);
+  EXPECT_TRUE(find_encoding("alibi")->plugin.empty()) << "the built-in stays";
+  // A free name from a file that is refused is not registered.
+  const std::string free = refusal("bad_static_free");
+  EXPECT_NE(free.find(test_plugin("bad_static_free") + ": not a poslab plug-in"), std::string::npos) << free;
+  EXPECT_NE(free.find("'static_free_bias'"), std::string::npos) << free;
+  EXPECT_EQ(find_encoding("static_free_bias"), nullptr) << "a refused file leaves no kind registered";
+  EXPECT_EQ(refusal("bad_static_free"), free) << "refused the same way again (dlopen runs no initializer twice)";
+  EXPECT_EQ(find_encoding("static_free_bias"), nullptr);
+}
+
+TEST(Plugin, WhatItThrowsIsOneErrorNamingTheFile) {
+  // `throw 42;` in POSLAB_PLUGIN: not a std::exception, and what it added before is not registered.
+  const std::string thrown = refusal("bad_throws_int");
+  EXPECT_EQ(thrown, "--plugin " + test_plugin("bad_throws_int") + ": its registration failed: it threw int, not a std::exception");
+  EXPECT_EQ(find_encoding("int_bias"), nullptr);
+  // `throw "bad width";` in a check: the kind, the file and the text.
+  using nlohmann::json;
+  try {
+    config_from_json(json{{"model", {{"pos_encoding", {{"kind", "list_bias"}, {"plugin", test_plugin("list_options")}, {"list_widths", J("[1, -1]")}}}}}});
+    ADD_FAILURE() << "a negative width must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "model.pos_encoding.kind list_bias (plug-in " + test_plugin("list_options") +
+                                         "): its check failed: bad width");
+  }
+  // The plug-in's kind registered from a static EncodingRegistrar is its own.
+  ASSERT_NE(find_encoding("static_list_bias"), nullptr);
+  EXPECT_EQ(find_encoding("static_list_bias")->plugin, test_plugin("list_options"));
+}
+
+TEST(Plugin, ItsOptionsAreReadWhateverTheOrderOfTheKeys) {
+  const std::string at = "model.pos_encoding.";
+  poslab::testing::TempDir dir;
+  const auto path = dir.file("c.json", R"({"model": {"block_size": 16}, "data": {"max_len": 4}})");
+  const std::string so = test_plugin("gaussian_bias");
+  // The option before the plug-in that declares it, in --set order.
+  Config c = load_config(path, {at + "gauss_sigma=2.0", at + "plugin=" + so, at + "kind=gaussian_bias"});
+  EXPECT_EQ(c.model.pos_encoding.options.at("gauss_sigma").get<double>(), 2.0);
+  // In a config file, with the plug-in named by an override.
+  const auto with_option = dir.file("o.json", R"({"model": {"block_size": 16, "pos_encoding": {"gauss_sigma": 3.0}}})");
+  EXPECT_EQ(load_config(with_option, {at + "plugin=" + so, at + "kind=gaussian_bias"}).model.pos_encoding.options.at("gauss_sigma"), 3.0);
+  // In an experiment's set, whose keys apply in sorted order (gauss_sigma before plugin).
+  const auto exp = dir.file("e.json", R"({"base": "c.json", "set": {"model.pos_encoding.plugin": ")" + so +
+                                          R"(", "model.pos_encoding.gauss_sigma": 2.5}, "grid": {"model.pos_encoding.kind": ["gaussian_bias"]}})");
+  const Experiment e = load_experiment(exp);
+  ASSERT_EQ(e.cells.size(), 1u);
+  EXPECT_EQ(config_from_json(e.cells[0].config).model.pos_encoding.options.at("gauss_sigma"), 2.5);
+  // Without a plug-in, an option no kind declares is still refused, naming the key.
+  try {
+    load_config(path, {at + "gauss_sigma=2.0"});
+    ADD_FAILURE() << "gauss_sigma without its plug-in must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(at + "gauss_sigma: unknown key (allowed here: base, "), std::string::npos) << e.what();
+  }
 }
 
 TEST(Sha256, FipsTestVectors) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -68,18 +70,114 @@ bool json_fits_int(const json& v) {
   return v.is_number_integer() && v.get<double>() >= INT32_MIN && v.get<double>() <= INT32_MAX;
 }
 
-// Does `value` fit where `expected` (a default) stands? Integers may stand for floats, not back.
+// Does `value` fit where `expected` (a built-in key's value) stands? Integers may stand for floats, not
+// back. The built-in list keys hold integers (eval.lengths); options that kinds declare, whose defaults may be
+// lists of anything and objects, are checked by conform_option.
 static bool same_type(const json& expected, const json& value) {
   if (expected.is_number_float()) return value.is_number();
   if (expected.is_number_integer())  // and it must fit the int it is read into
     return json_fits_int(value);
   if (expected.is_array()) {
     if (!value.is_array()) return false;
-    for (const auto& item : value)  // the only list keys hold integers
+    for (const auto& item : value)  // the built-in list keys hold integers
       if (!json_fits_int(item)) return false;
     return true;
   }
   return expected.type() == value.type();
+}
+
+// ---- options that kinds declare (EncodingSpec::options): a value must have its default's JSON type ----
+
+// The types a declared default list's elements have, in words, once each ("a string"; a float among
+// them makes its integers "a number", as an integer may stand for a float).
+static std::vector<std::string> element_types(const json& list) {
+  bool any_float = false;
+  for (const auto& e : list) any_float = any_float || e.is_number_float();
+  std::vector<std::string> out;
+  for (const auto& e : list) {
+    const std::string t = any_float && e.is_number() ? "a number" : type_name(e);
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
+  }
+  return out;
+}
+
+// The type of a declared default, in words: "a number", "a list of strings", "an object".
+static std::string option_type(const json& expected) {
+  if (!expected.is_array() || expected.empty()) return type_name(expected);
+  static const std::map<std::string, std::string> plural = {
+      {"a boolean", "booleans"}, {"an integer (32-bit)", "integers (32-bit)"}, {"a number", "numbers"}, {"a string", "strings"},
+      {"a list", "lists"},       {"an object", "objects"},                     {"null", "nulls"}};
+  std::string out = "a list of ";
+  const auto types = element_types(expected);
+  for (size_t i = 0; i < types.size(); ++i) out += (i ? " or " : "") + plural.at(types[i]);
+  return out;
+}
+
+// Checks `value` against the declared default `expected` at `key` and returns it as stored, or throws
+// ConfigError naming the key, the list element ("key[2]") or the object's key ("key.width"), with the type:
+//   numbers, strings, booleans: the default's type (an integer may stand for a float, not back);
+//   lists: each element must fit one of the default's elements (so the default itself always fits); an empty
+//     default list takes any list, as its elements have no type to match;
+//   objects: key by key, recursively; a key the default lacks is refused, a missing one takes the default's
+//     value; an empty default object takes any object.
+static json conform_option(const json& expected, const json& value, const std::string& key) {
+  const auto refuse = [&] { return ConfigError(key + " must be " + option_type(expected) + ", got " + value.dump()); };
+  if (expected.is_array()) {
+    if (!value.is_array()) throw refuse();
+    if (expected.empty()) return value;
+    json out = json::array();
+    for (size_t i = 0; i < value.size(); ++i) {
+      const std::string at = key + "[" + std::to_string(i) + "]";
+      // The first element of the default it fits; where it fits none, the error of the first one of its kind
+      // (a list or an object names the element within), else its type against the list's element types.
+      std::optional<json> fitted;
+      std::optional<ConfigError> first_error;
+      for (const auto& e : expected) {
+        const bool same_kind = (e.is_number() && value[i].is_number()) || e.type() == value[i].type();
+        if (!same_kind) continue;
+        try {
+          fitted = conform_option(e, value[i], at);
+          break;
+        } catch (const ConfigError& err) {
+          if (!first_error) first_error = err;
+        }
+      }
+      if (!fitted) {
+        if (first_error && (value[i].is_array() || value[i].is_object())) throw *first_error;
+        std::string types;
+        for (const auto& t : element_types(expected)) types += (types.empty() ? "" : " or ") + t;
+        throw ConfigError(at + " must be " + types + ", got " + value[i].dump());
+      }
+      out.push_back(*fitted);
+    }
+    return out;
+  }
+  if (expected.is_object()) {
+    if (!value.is_object()) throw refuse();
+    if (expected.empty()) return value;
+    json out = expected;  // keys not given keep their defaults
+    for (auto it = value.begin(); it != value.end(); ++it) {
+      if (!expected.contains(it.key())) {
+        std::vector<std::string> known;
+        for (auto k = expected.begin(); k != expected.end(); ++k) known.push_back(k.key());
+        throw ConfigError(key + "." + it.key() + ": unknown key (allowed here: " + comma_list(known) + ")");
+      }
+      out[it.key()] = conform_option(expected[it.key()], it.value(), key + "." + it.key());
+    }
+    return out;
+  }
+  if (!same_type(expected, value)) throw refuse();
+  return expected.is_number_float() ? json(value.get<double>()) : value;  // a float stays one in config.json
+}
+
+// An option's value merged into the config: objects key by key (a --set of one key of an object option keeps
+// the others a file gave), anything else replaced. conform_option checks the result once all is merged.
+static void merge_option(json& slot, const json& value) {
+  if (!slot.is_object() || !value.is_object()) {
+    slot = value;
+    return;
+  }
+  for (auto it = value.begin(); it != value.end(); ++it) merge_option(slot[it.key()], it.value());
 }
 
 static void merge_at(json& base, const json& patch, const std::string& prefix, const std::string& where) {
@@ -88,14 +186,13 @@ static void merge_at(json& base, const json& patch, const std::string& prefix, c
                       type_name(patch));
   for (auto it = patch.begin(); it != patch.end(); ++it) {
     const std::string key = prefix.empty() ? it.key() : prefix + "." + it.key();
-    // Options that kinds declare sit beside the built-in keys (a plug-in's are known only once it is
-    // loaded): let them in here; declared_options_from_json checks them against their declarations.
-    const auto names_plugin = [](const json& j) {
-      return j.contains("plugin") && j["plugin"].is_string() && !j["plugin"].get<std::string>().empty();
-    };
-    if (!base.contains(it.key()) && prefix == "model.pos_encoding" &&
-        (names_plugin(base) || names_plugin(patch) || declared_encoding_options("").contains(it.key()))) {
-      base[it.key()] = it.value();
+    // Options that kinds declare sit beside the built-in keys of model.pos_encoding. A plug-in's are known
+    // only once it is loaded, and model.pos_encoding.plugin may come after them: in a later layer, a later
+    // --set, an experiment's set (applied in key order) or the base of an experiment that names it. So every
+    // other key is let in here, whatever the order, and declared_options_from_json checks each one against
+    // its declaration once everything is merged.
+    if (prefix == "model.pos_encoding" && !default_config_json()["model"]["pos_encoding"].contains(it.key())) {
+      merge_option(base[it.key()], it.value());
       continue;
     }
     if (!base.contains(it.key())) {
@@ -257,20 +354,23 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
       throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ", not from " + pe.plugin);
   }
   const json declared = declared_encoding_options(pe.plugin);
+  pe.options = declared;
   for (auto it = given.begin(); it != given.end(); ++it) {
     if (!declared.contains(it.key())) {
-      if (pe.plugin.empty()) throw ConfigError(at + it.key() + ": unknown key (no encoding declares it; a plug-in's option needs " + at + "plugin)");
+      if (pe.plugin.empty()) {
+        std::vector<std::string> known;
+        for (auto k = builtin.begin(); k != builtin.end(); ++k) known.push_back(k.key());
+        for (auto d = declared.begin(); d != declared.end(); ++d) known.push_back(d.key());
+        throw ConfigError(at + it.key() + ": unknown key (allowed here: " + comma_list(known) + "; a plug-in's option needs " +
+                          at + "plugin naming the plug-in)");
+      }
       std::vector<std::string> names;
       for (auto d = declared.begin(); d != declared.end(); ++d) names.push_back(d.key());
       throw ConfigError(at + it.key() + ": unknown key (with plug-in " + pe.plugin + ", the declared options are " +
                         (names.empty() ? std::string("none") : comma_list(names)) + ")");
     }
-    if (!same_type(declared[it.key()], it.value()))
-      throw ConfigError(at + it.key() + " must be " + type_name(declared[it.key()]) + ", got " + it.value().dump());
+    pe.options[it.key()] = conform_option(declared[it.key()], it.value(), at + it.key());
   }
-  pe.options = declared;
-  for (auto it = given.begin(); it != given.end(); ++it)
-    pe.options[it.key()] = declared[it.key()].is_number_float() ? json(it.value().get<double>()) : it.value();
 }
 
 // The pos_encoding section; `m` has the validated model sizes. Options of other kinds are ignored.

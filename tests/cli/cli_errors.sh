@@ -306,13 +306,32 @@ if [ -f "$PLUGINS/libgaussian_bias.so" ]; then
   expect_fail 2 "libbad_twice.so: registers encoding kind 'twin_bias' twice" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_twice.so --out r7
   expect_fail 2 "$PE.kind throwing_bias (plug-in $PLUGINS/libbad_throws.so): its constructor failed: no widths left" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_throws.so --set $PE.kind=throwing_bias --out r7
   expect_fail 2 "--plugin $PLUGINS/libbad_nothing.so: registers no encoding" -- "$POSLAB" pe --plugin $PLUGINS/libbad_nothing.so --kind alibi -n 4 -d 4
-  expect_fail 2 "--set $PE.gauss_sigma: unknown key '$PE.gauss_sigma'" -- "$POSLAB" train -c ok.json --set $PE.gauss_sigma=2 --out r7
+  # Plug-in code that throws what is not a std::exception; kinds registered from a static EncodingRegistrar
+  # inside dlopen, by a file without entry points: one line naming the file, not an abort.
+  expect_fail 2 "libbad_throws_int.so: its registration failed: it threw int, not a std::exception" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_throws_int.so --out r7
+  expect_fail 2 "libbad_static_builtin.so: not a poslab plug-in (it defines no POSLAB_PLUGIN entry points; it registered 'alibi' as it loaded" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_static_builtin.so --out r7
+  expect_fail 2 "libbad_static_free.so: not a poslab plug-in" -- "$POSLAB" pe --plugin $PLUGINS/libbad_static_free.so --kind static_free_bias -n 4 -d 4
+  L=(--set $PE.plugin=$PLUGINS/liblist_options.so --set $PE.kind=list_bias)
+  expect_fail 2 "$PE.kind list_bias (plug-in $PLUGINS/liblist_options.so): its check failed: bad width" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_widths=[1, -1]" --out r7
+  expect_fail 2 "$PE.list_names[1] must be a string, got 2" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_names=[\"x\", 2]" --out r7
+  expect_fail 2 "$PE.list_shape.inner.n must be an integer (32-bit), got \"x\"" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_shape.inner.n=\"x\"" --out r7
+  expect_fail 2 "$PE.gauss_sigma: unknown key (allowed here: base, " -- "$POSLAB" train -c ok.json --set $PE.gauss_sigma=2 --out r7
   G=(--set $PE.plugin=$PLUGINS/libgaussian_bias.so --set $PE.kind=gaussian_bias)
   expect_fail 2 "$PE.gauss_sigma must be a positive number, got -1" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_sigma=-1 --out r7
   expect_fail 2 "$PE.gauss_sigma must be a number, got \"wide\"" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_sigma='"wide"' --out r7
   expect_fail 2 "$PE.gauss_width: unknown key (with plug-in $PLUGINS/libgaussian_bias.so, the declared options are gauss_sigma)" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_width=2 --out r7
   expect_fail 2 "unknown encoding 'gaussian_bias'" -- "$POSLAB" train -c ok.json --set $PE.kind=gaussian_bias --out r7
   check "no run directory left behind by refused plug-ins" test ! -e r7
+  # Options whose defaults are lists and objects: the run's config.json holds them, and reads back.
+  "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_names=[\"x\"]" --set "eval.lengths=[8]" --out lrun > /dev/null 2>&1
+  check "a plug-in with list and object options trains and evaluates at the end" test -s lrun/eval.json
+  rm lrun/eval.json
+  "$POSLAB" eval --run lrun --lengths 8 > /dev/null 2>&1
+  check "...and its run evaluates again" test -s lrun/eval.json
+  check "...with the options given and declared" /usr/bin/python3 -c 'import json, sys; pe = json.load(open(sys.argv[1]))["model"]["pos_encoding"]; assert pe["list_names"] == ["x"] and pe["list_widths"] == [1.5, 2.5], pe' lrun/config.json
+  # A plug-in's option before the key that names the plug-in: in --set order, and in an experiment's set.
+  "$POSLAB" train -c ok.json --set $PE.gauss_sigma=2.0 "${G[@]}" --out orun > /dev/null 2>&1
+  check "a plug-in's option set before the plug-in" grep -q '"gauss_sigma": 2.0' orun/config.json
   # A changed plug-in: the run recorded another file.
   cp "$PLUGINS/libgaussian_bias.so" mine.so
   "$POSLAB" train -c ok.json --set $PE.plugin=mine.so --set $PE.kind=gaussian_bias --out prun > /dev/null 2>&1

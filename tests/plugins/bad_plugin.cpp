@@ -1,6 +1,8 @@
-// Plug-ins that poslab must refuse in one line (tests/cli/cli_errors.sh), one per POSLAB_BAD_* macro:
-// no entry points, an ABI mismatch, registers nothing, a built-in's kind, one kind twice, a throwing
-// constructor. Each is a real shared library built against this poslab (tests/CMakeLists.txt).
+// Plug-ins that poslab must refuse in one line (tests/cli/cli_errors.sh, tests/test_registry.cpp), one per
+// POSLAB_BAD_* macro: no entry points, an ABI mismatch, registers nothing, a built-in's kind, one kind twice,
+// a throwing constructor, a registration that throws what is not a std::exception, and libraries without
+// entry points that register a kind from a static EncodingRegistrar as they load (inside dlopen): a
+// built-in's name, a free one. Each is a real shared library built against this poslab (tests/CMakeLists.txt).
 #include "model/positional/plugin.h"
 
 #include <memory>
@@ -27,6 +29,10 @@ poslab::EncodingSpec spec(const std::string& kind) {
 
 #if defined(POSLAB_BAD_NOT_A_PLUGIN)
 extern "C" int not_a_poslab_plugin() { return 1; }  // a shared library without poslab's entry points
+#elif defined(POSLAB_BAD_STATIC_BUILTIN)
+static const poslab::EncodingRegistrar kTaken{spec("alibi")};  // the in-tree pattern, a built-in's name
+#elif defined(POSLAB_BAD_STATIC_FREE)
+static const poslab::EncodingRegistrar kFree{spec("static_free_bias")};  // a free name, but no entry points
 #elif defined(POSLAB_BAD_ABI)
 // Built for another plug-in ABI: the entry points written out by hand, one number off.
 extern "C" __attribute__((visibility("default"))) poslab::PluginAbi poslab_plugin_abi() {
@@ -46,6 +52,9 @@ POSLAB_PLUGIN(registrar) {
 #elif defined(POSLAB_BAD_TWICE)
   registrar.add(spec("twin_bias"));
   registrar.add(spec("twin_bias"));
+#elif defined(POSLAB_BAD_THROWS_INT)
+  registrar.add(spec("int_bias"));
+  throw 42;  // not a std::exception
 #elif defined(POSLAB_BAD_THROWS)
   auto s = spec("throwing_bias");
   s.make = [](const PositionalOptions&) -> std::shared_ptr<poslab::PositionalEncodingImpl> {

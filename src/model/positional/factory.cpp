@@ -21,7 +21,9 @@ double additive_scale(const PositionalOptions& o) {
 
 std::string encoding_family(const std::string& kind) { return spec_of(kind).family; }
 
-// A plug-in's code may throw anything; built-ins throw ConfigError at most, and only for bad options.
+// A plug-in's code may throw anything, a std::exception or not (`throw "bad width";`): each becomes one
+// ConfigError naming the file, where anything else would end the process in std::terminate. Built-ins
+// throw ConfigError at most, and only for bad options.
 static std::shared_ptr<PositionalEncodingImpl> build(const EncodingSpec& spec, const PositionalOptions& o) {
   if (spec.plugin.empty()) return spec.make(o);
   std::shared_ptr<PositionalEncodingImpl> pe;
@@ -29,9 +31,9 @@ static std::shared_ptr<PositionalEncodingImpl> build(const EncodingSpec& spec, c
     pe = spec.make(o);
   } catch (const ConfigError&) {
     throw;
-  } catch (const std::exception& e) {
+  } catch (...) {
     throw ConfigError("model.pos_encoding.kind " + spec.kind + " (plug-in " + spec.plugin +
-                      "): its constructor failed: " + std::string(e.what()).substr(0, 300));
+                      "): its constructor failed: " + current_exception_text());
   }
   if (!pe || pe->kind() != spec.kind || pe->family() != spec.family)
     throw ConfigError("model.pos_encoding.kind " + spec.kind + " (plug-in " + spec.plugin +
@@ -53,8 +55,10 @@ void check_positional(const PositionalOptions& o) {
       spec.check(o);
     } catch (const ConfigError&) {
       throw;
-    } catch (const std::exception& e) {  // a plug-in's check that threw something else
-      throw ConfigError("model.pos_encoding (kind " + spec.kind + "): " + std::string(e.what()).substr(0, 300));
+    } catch (...) {  // a check that threw something else: a plug-in's is named by its file
+      if (spec.plugin.empty()) throw ConfigError("model.pos_encoding (kind " + spec.kind + "): " + current_exception_text());
+      throw ConfigError("model.pos_encoding.kind " + spec.kind + " (plug-in " + spec.plugin +
+                        "): its check failed: " + current_exception_text());
     }
   }
   if (spec.plugin.empty()) return;

@@ -17,41 +17,42 @@ static std::string describe(const PluginAbi& a) {
          std::to_string(a.torch_version % 100) + ", _GLIBCXX_USE_CXX11_ABI " + std::to_string(a.cxx11_abi);
 }
 
-const LoadedPlugin& load_plugin(const std::string& path, const std::string& key) {
-  static std::mutex mutex;
-  static std::map<std::string, LoadedPlugin> loaded;  // by absolute path: a library is loaded once
-  std::lock_guard<std::mutex> lock(mutex);
-  std::error_code ec;
-  const std::string where = key + " " + path + ": ";
-  if (path.empty()) throw ConfigError(key + ": empty (the path of a plug-in's shared library)");
-  if (!fs::exists(path, ec)) throw ConfigError(where + "no such file");
-  if (fs::is_directory(path, ec)) throw ConfigError(where + "is a directory, not a shared library");
-  if (!fs::is_regular_file(path, ec)) throw ConfigError(where + "not a regular file (a shared library is one)");
-  const std::string absolute = fs::canonical(path, ec).string();
-  if (auto it = loaded.find(absolute); it != loaded.end()) return it->second;
+// Registrations that a library's static initializers make inside dlopen (a static EncodingRegistrar, the
+// in-tree pattern) go to `into` while the guard lives: a throw could not leave dlopen (std::terminate),
+// and the kind would be registered before the checks below, even for a file they refuse.
+namespace {
+struct CollectRegistrations {
+  explicit CollectRegistrations(std::vector<EncodingSpec>* into) : previous(collect_registrations(into)) {}
+  ~CollectRegistrations() { collect_registrations(previous); }
+  std::vector<EncodingSpec>* previous;
+};
+}  // namespace
 
-  LoadedPlugin plugin{absolute, sha256_file(absolute, key), {}};
-  // RTLD_LOCAL: the plug-in's own symbols stay its own; it finds poslab's and LibTorch's in the process.
-  void* handle = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = ::dlerror();
-    throw ConfigError(where + "cannot be loaded (" + std::string(why ? why : "dlopen failed") + ")");
-  }
+// The checks after dlopen; registers nothing. Returns the kinds to register, or throws ConfigError(where + why).
+static std::vector<EncodingSpec> plugin_kinds(void* handle, std::vector<EncodingSpec> from_initializers,
+                                              const std::string& where) {
   using AbiFn = PluginAbi (*)();
   using RegisterFn = void (*)(PluginRegistrar&);
   auto abi_fn = reinterpret_cast<AbiFn>(::dlsym(handle, "poslab_plugin_abi"));
   auto register_fn = reinterpret_cast<RegisterFn>(::dlsym(handle, "poslab_plugin_register"));
-  if (!abi_fn || !register_fn)
-    throw ConfigError(where + "not a poslab plug-in (it defines no POSLAB_PLUGIN entry points; see docs/extending.md)");
+  if (!abi_fn || !register_fn) {
+    std::string kinds;
+    for (const auto& spec : from_initializers) kinds += (kinds.empty() ? "'" : ", '") + spec.kind + "'";
+    throw ConfigError(where + "not a poslab plug-in (it defines no POSLAB_PLUGIN entry points" +
+                      (kinds.empty() ? "" : "; it registered " + kinds + " as it loaded, and nothing is kept") +
+                      "; see docs/extending.md)");
+  }
   const PluginAbi theirs = abi_fn(), ours = plugin_abi();
   if (theirs.poslab_abi != ours.poslab_abi || theirs.torch_version != ours.torch_version || theirs.cxx11_abi != ours.cxx11_abi)
     throw ConfigError(where + "built for " + describe(theirs) + ", but this poslab has " + describe(ours) +
                       "; rebuild the plug-in against this poslab");
+  // Kinds registered as it loaded are its own, checked with those of POSLAB_PLUGIN.
   PluginRegistrar registrar;
+  registrar.specs = std::move(from_initializers);
   try {
     register_fn(registrar);
-  } catch (const std::exception& e) {
-    throw ConfigError(where + "its registration failed: " + std::string(e.what()).substr(0, 300));
+  } catch (...) {  // anything, a std::exception or not: one line, not std::terminate
+    throw ConfigError(where + "its registration failed: " + current_exception_text());
   }
   if (registrar.specs.empty()) throw ConfigError(where + "registers no encoding");
   // All or none: check every name before registering any.
@@ -73,12 +74,54 @@ const LoadedPlugin& load_plugin(const std::string& path, const std::string& key)
         throw ConfigError(where + "kind '" + spec.kind + "': its option '" + it.key() +
                           "' has the name of a built-in key of model.pos_encoding; choose another");
   }
-  for (auto& spec : registrar.specs) {
+  return std::move(registrar.specs);
+}
+
+const LoadedPlugin& load_plugin(const std::string& path, const std::string& key) {
+  static std::mutex mutex;
+  static std::map<std::string, LoadedPlugin> loaded;  // by absolute path: a library is loaded once
+  // And refused once: opened again, a library already in the process runs no initializers, so the reason
+  // (its kinds registered as it loaded) is kept from the first time.
+  static std::map<std::string, std::string> refused;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::error_code ec;
+  const std::string where = key + " " + path + ": ";
+  if (path.empty()) throw ConfigError(key + ": empty (the path of a plug-in's shared library)");
+  if (!fs::exists(path, ec)) throw ConfigError(where + "no such file");
+  if (fs::is_directory(path, ec)) throw ConfigError(where + "is a directory, not a shared library");
+  if (!fs::is_regular_file(path, ec)) throw ConfigError(where + "not a regular file (a shared library is one)");
+  const std::string absolute = fs::canonical(path, ec).string();
+  if (auto it = loaded.find(absolute); it != loaded.end()) return it->second;
+  if (auto it = refused.find(absolute); it != refused.end()) throw ConfigError(where + it->second);
+
+  LoadedPlugin plugin{absolute, sha256_file(absolute, key), {}};
+  std::vector<EncodingSpec> from_initializers;
+  void* handle = nullptr;
+  {
+    CollectRegistrations collect(&from_initializers);
+    // RTLD_LOCAL: the plug-in's own symbols stay its own; it finds poslab's and LibTorch's in the process.
+    handle = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!handle) {
+    const char* why = ::dlerror();
+    // Their functions may live in code dlopen unmapped again: never destroy them.
+    if (!from_initializers.empty()) (void)new std::vector<EncodingSpec>(std::move(from_initializers));
+    throw ConfigError(where + "cannot be loaded (" + std::string(why ? why : "dlopen failed") + ")");
+  }
+  // The handle stays open for the life of the process, refused or not: the registered functions live in it,
+  // and so do those of the specs dropped on a refusal.
+  std::vector<EncodingSpec> specs;
+  try {
+    specs = plugin_kinds(handle, std::move(from_initializers), where);
+  } catch (const ConfigError& e) {
+    refused.emplace(absolute, std::string(e.what()).substr(where.size()));
+    throw;
+  }
+  for (auto& spec : specs) {
     spec.plugin = absolute;
     plugin.kinds.push_back(spec.kind);
     register_encoding(std::move(spec));
   }
-  // The handle stays open for the life of the process: the registered functions live in it.
   return loaded.emplace(absolute, std::move(plugin)).first->second;
 }
 

@@ -1,9 +1,13 @@
 // The kind-name registry: a map filled by the built-ins' static registrars and by plug-ins.
 #include "model/positional/registry.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <typeinfo>
 
 namespace poslab {
 
@@ -17,7 +21,20 @@ static std::mutex& registry_mutex() {
   return m;
 }
 
+// Set by load_plugin around dlopen: a plug-in's static EncodingRegistrar runs inside dlopen, where a
+// throw cannot reach poslab (the process would abort) and the kind would not be known as the plug-in's.
+static thread_local std::vector<EncodingSpec>* collecting = nullptr;
+
+std::vector<EncodingSpec>* collect_registrations(std::vector<EncodingSpec>* into) {
+  std::swap(collecting, into);
+  return into;
+}
+
 void register_encoding(EncodingSpec spec) {
+  if (collecting != nullptr) {  // load_plugin checks it with the plug-in's other kinds
+    collecting->push_back(std::move(spec));
+    return;
+  }
   if (spec.kind.empty() || spec.family.empty() || !spec.make)
     throw ConfigError("an encoding registration needs a kind name, a family and a make function (kind '" + spec.kind + "')");
   if (spec.options.is_null()) spec.options = nlohmann::json::object();  // `{}` in an aggregate registration is null
@@ -72,6 +89,31 @@ std::string join_kinds(const std::vector<std::string>& kinds, const std::string&
   std::string out;
   for (const auto& k : kinds) out += (out.empty() ? "" : separator) + k;
   return out;
+}
+
+std::string current_exception_text() {
+  std::string text;
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    text = e.what();
+  } catch (const char* s) {
+    text = s ? s : "a null string";
+  } catch (const std::string& s) {
+    text = s;
+  } catch (...) {
+    const std::type_info* type = abi::__cxa_current_exception_type();
+    std::string name = type ? type->name() : "something";
+    int status = 0;
+    if (char* readable = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status)) {
+      if (status == 0) name = readable;
+      std::free(readable);
+    }
+    text = "it threw " + name + ", not a std::exception";
+  }
+  for (char& c : text)  // one line
+    if (c == '\n' || c == '\r') c = ' ';
+  return text.substr(0, 300);
 }
 
 void require_option(bool ok, const std::string& key, const std::string& expected, const nlohmann::json& got) {

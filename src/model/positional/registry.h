@@ -42,7 +42,9 @@ struct EncodingSpec {
   std::string plugin;  // the shared library it came from (absolute path); "" for a built-in
 };
 
-// Adds a kind; ConfigError when the name is taken or the spec lacks a name, family or make.
+// Adds a kind; ConfigError when the name is taken or the spec lacks a name, family or make. While
+// load_plugin opens a library (its static initializers run inside dlopen), a registration is collected for
+// load_plugin instead: attributed to that file, checked with its other kinds and registered all or none.
 void register_encoding(EncodingSpec spec);
 // The kind's spec, or nullptr when no such kind is registered.
 const EncodingSpec* find_encoding(const std::string& kind);
@@ -76,6 +78,13 @@ struct LoadedPlugin {
 // has, checks its ABI and registers its kinds. Every failure is one ConfigError: "<key> <path>: why" (no
 // such file, not loadable, not a poslab plug-in, ABI mismatch, registers nothing, a kind taken).
 const LoadedPlugin& load_plugin(const std::string& path, const std::string& key);
+
+// For load_plugin: while `into` is not null, register_encoding on this thread appends to it instead of
+// registering (static registrations made inside dlopen). Returns the previous target.
+std::vector<EncodingSpec>* collect_registrations(std::vector<EncodingSpec>* into);
+// What the exception being handled says, for one-line errors about a plug-in's code (call it in a catch):
+// a std::exception's what(), a thrown string's text, else the thrown type's name. At most 300 characters.
+std::string current_exception_text();
 
 // Validates model.pos_encoding against its kind's spec: the kind exists, its checks pass, and a plug-in
 // kind constructs (so a throwing constructor is a config error before any work). Defined in factory.cpp.
