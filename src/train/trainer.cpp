@@ -421,6 +421,13 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
   std::optional<InitSource> source;
   if (!init_from.empty()) source = read_init_source(init_from, c);
   c.data.cache_dir = RunPaths{dir}.cache();
+  // Every command that reads the run (the final evaluation, eval, --resume, sample) reads config.json back:
+  // a config that would not read back is refused now, on every rank, not once the run has trained.
+  try {
+    config_from_json(config_to_json(c));
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string("the run's config.json would not read back: ") + e.what());
+  }
   Session s = make_session(c, make_corpus(c), launch);
   if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
   // Everything is valid: only now does the run directory appear, written by rank 0 alone.
