@@ -1,7 +1,8 @@
 // Fuzzes the plug-in metadata of a config or a saved run: model.pos_encoding with plugin, plugin_sha256, a
-// kind and the plug-in's own options, over real plug-ins (the example and the bad ones of tests/plugins),
-// a missing file and a file that is no library. Every input is read or refused with a ConfigError; what is
-// read names the plug-in by its absolute path with the file's hash, and survives its own JSON round trip.
+// kind and the plug-in's own options (numbers, lists, objects), over real plug-ins (the example, one with
+// list and object options, and the bad ones of tests/plugins), a missing file and a file that is no library.
+// Every input is read or refused with a ConfigError; what is read names the plug-in by its absolute path
+// with the file's hash, and survives its own JSON round trip.
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
@@ -16,9 +17,11 @@ std::vector<std::string> plugin_paths() {
   const std::string dir = POSLAB_FUZZ_PLUGIN_DIR;
   const std::string text = "/tmp/poslab-fuzz-not-a-library.so";
   std::ofstream(text) << "not an ELF file\n";
-  return {dir + "/libgaussian_bias.so", dir + "/libbad_not_a_plugin.so", dir + "/libbad_abi.so",
-          dir + "/libbad_nothing.so",   dir + "/libbad_builtin.so",      dir + "/libbad_twice.so",
-          dir + "/libbad_throws.so",    dir + "/no-such-plugin.so",      text};
+  return {dir + "/libgaussian_bias.so",     dir + "/libbad_not_a_plugin.so", dir + "/libbad_abi.so",
+          dir + "/libbad_nothing.so",       dir + "/libbad_builtin.so",      dir + "/libbad_twice.so",
+          dir + "/libbad_throws.so",        dir + "/libbad_throws_int.so",   dir + "/libbad_static_builtin.so",
+          dir + "/libbad_static_free.so",   dir + "/liblist_options.so",     dir + "/no-such-plugin.so",
+          text};
 }
 }  // namespace
 
