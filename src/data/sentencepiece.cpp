@@ -108,6 +108,14 @@ void run_tokenize_tool(const std::vector<std::string>& args, const std::string& 
   throw std::runtime_error("poslab-tokenize failed (exit " + std::to_string(code) + ")" + (line.empty() ? "" : ": " + line));
 }
 
+// The tool names the model file by its own flag (--model), which poslab's user never typed: a refusal of
+// the file names it as the SentencePiece model it is.
+static ConfigError naming_the_model(const ConfigError& e) {
+  std::string what = e.what();
+  if (what.rfind("--model ", 0) == 0) what = "SentencePiece model " + what.substr(8);
+  return ConfigError(what);
+}
+
 std::vector<int64_t> sentencepiece_encode(const std::string& model, const std::string& text, const std::string& source) {
   const std::string in = temp_file("text");
   {
@@ -117,6 +125,9 @@ std::vector<int64_t> sentencepiece_encode(const std::string& model, const std::s
   std::string out;
   try {
     run_tokenize_tool({"encode", "--model", model, "--source", source}, in, &out);
+  } catch (const ConfigError& e) {
+    ::unlink(in.c_str());
+    throw naming_the_model(e);
   } catch (...) {
     ::unlink(in.c_str());
     throw;
@@ -137,6 +148,9 @@ std::string sentencepiece_decode(const std::string& model, const std::vector<int
   std::string out;
   try {
     run_tokenize_tool({"decode", "--model", model}, in, &out);
+  } catch (const ConfigError& e) {
+    ::unlink(in.c_str());
+    throw naming_the_model(e);
   } catch (...) {
     ::unlink(in.c_str());
     throw;

@@ -103,6 +103,10 @@ a, b = rows('runs/bpe'), rows('runs/bpe-split')
 assert a == b, (a, b)"
 out=$("$POSLAB" sample --run runs/bpe --prompt "Permission is " --tokens 30 --seed 3 2>/dev/null)
 check "sample encodes the prompt and decodes pieces into text" bash -c '[[ "$1" == "Permission is "* ]] && [ ${#1} -gt 20 ]' _ "$out"
+# The run's tokenizer.model damaged: sample names the file as what it is, not by the tokenizing tool's flag.
+cp -r runs/bpe runs/bpe-bad && echo damaged > runs/bpe-bad/tokenizer.model
+expect_fail 2 "SentencePiece model runs/bpe-bad/tokenizer.model: not a SentencePiece model" -- \
+  "$POSLAB" sample --run runs/bpe-bad --prompt "Permission" --tokens 5
 # A padded vocabulary (data.vocab_size past the tokenizer's 512 pieces): a model trained 20 steps samples
 # ids past the pieces at temperature 5 (half its rows are past them); they print as the unknown piece.
 cat > pad.json <<JSON
