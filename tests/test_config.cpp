@@ -110,6 +110,7 @@ TEST(ConfigErrors, ImpossibleValues) {
                {"model.pos_encoding.kind", "unknown encoding 'nope'", "rope", "alibi", "cope"});
   expect_error([&] { load_config(path, {"data.task=juggle"}); }, {"data.task", "unknown task 'juggle'", "copy"});
   expect_error([&] { load_config(path, {"eval.lengths=[8,0]"}); }, {"eval.lengths"});
+  expect_error([&] { load_config(path, {"eval.lengths=[8,16,8]"}); }, {"eval.lengths", "8 is listed twice"});
   expect_error([&] { load_config(path, {"data.kind=text"}); }, {"data.path"});
   expect_error([&] { load_config(path, {"train.batch_size=4", "train.batch_shards=5"}); },
                {"train.batch_shards", "up to train.batch_size"});

@@ -127,6 +127,13 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   const std::string flipped = what_this_shows(results, "loss", rk);
   EXPECT_NE(flipped.find("sinusoidal (+0.05 to 1.85) stays within"), std::string::npos) << flipped;
   EXPECT_NE(flipped.find("alibi (+1.00 to 2.75) rises by more"), std::string::npos) << flipped;
+  // Better past the training length by more than the margin is said as such, not as "within" it.
+  results["rows"][3]["loss_mean"] = 1.50;
+  const std::string better = what_this_shows(results, "loss", rk);
+  EXPECT_EQ(better.find("alibi (-0.25 to 1.50) stays within"), std::string::npos) << better;
+  EXPECT_NE(better.find("alibi (-0.25 to 1.50) falls by more than 0.10 nats, better past the training length than at it"),
+            std::string::npos)
+      << better;
 }
 
 TEST(ReportStats, AllZeroExactMatchSaysSo) {

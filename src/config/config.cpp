@@ -567,7 +567,12 @@ Config config_from_json(const json& j) {
   require(e.key_margin >= 0, "eval.key_margin", ">= 0 nats", e.key_margin);
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
   check_rope_scaling(e.rope_scaling, c.model.pos_encoding.kind, "eval.rope_scaling.");
-  for (int len : e.lengths) require(len > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
+  for (size_t i = 0; i < e.lengths.size(); ++i) {
+    require(e.lengths[i] > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);
+    // A length twice would be one evaluation counted twice (compare's seeds and intervals, the tables).
+    require(std::find(e.lengths.begin(), e.lengths.begin() + i, e.lengths[i]) == e.lengths.begin() + i, "eval.lengths",
+            "a list of distinct lengths (" + std::to_string(e.lengths[i]) + " is listed twice)", full["eval"]["lengths"]);
+  }
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);
   require(e.stride >= 0, "eval.stride", ">= 0 (0 = half the eval length)", e.stride);

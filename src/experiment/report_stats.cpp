@@ -185,7 +185,7 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     out << "Every length evaluated is within the training length (" << L0 << " " << unit
         << "), so this experiment says nothing about extrapolation.";
   } else {
-    std::vector<std::string> flat, na, missing;
+    std::vector<std::string> flat, improved, na, missing;
     std::vector<std::pair<double, std::string>> moved_by;  // largest change first
     bool any_positive_past = false;
     for (const auto& l : labels) {
@@ -205,7 +205,8 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
         const double d = v1 - v0;
         // The level too: flat at a bad loss (a scaling that breaks even the training length) is no win.
         const std::string item = l + " (" + signed_fmt(d, digits) + " to " + fmt(v1, digits) + ")";
-        if (std::abs(d) <= margin || (loss ? d < 0 : d > 0)) flat.push_back(item);
+        if (std::abs(d) <= margin) flat.push_back(item);
+        else if (loss ? d < 0 : d > 0) improved.push_back(item);  // better past the training length, by more
         else moved_by.push_back({-std::abs(d), item});
       }
     }
@@ -220,13 +221,20 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
       out << "no configuration gets a single example right past the training length; compare the losses to see how "
              "far each one degrades.";
     } else {
+      std::vector<std::string> clauses;
+      const std::string within = fmt(margin, 2) + (loss ? " nats" : "");
       if (!flat.empty())
-        out << join(flat) << (flat.size() == 1 ? " stays" : " stay") << " within " << fmt(margin, 2) << (loss ? " nats" : "")
-            << " of " << (flat.size() == 1 ? "its" : "their") << " " << what << " at the training length"
-            << (moved.empty() ? "." : "; ");
+        clauses.push_back(join(flat) + (flat.size() == 1 ? " stays" : " stay") + " within " + within + " of " +
+                          (flat.size() == 1 ? "its" : "their") + " " + what + " at the training length");
       if (!moved.empty())
-        out << join(moved) << (loss ? (moved.size() == 1 ? " rises" : " rise") : (moved.size() == 1 ? " drops" : " drop"))
-            << " by more.";
+        clauses.push_back(join(moved) + (loss ? (moved.size() == 1 ? " rises" : " rise") : (moved.size() == 1 ? " drops" : " drop")) +
+                          (flat.empty() ? " by more than " + within : " by more"));
+      if (!improved.empty())
+        clauses.push_back(join(improved) +
+                          (loss ? (improved.size() == 1 ? " falls" : " fall") : (improved.size() == 1 ? " rises" : " rise")) +
+                          " by more than " + within + ", better past the training length than at it");
+      for (size_t i = 0; i < clauses.size(); ++i) out << (i ? "; " : "") << clauses[i];
+      out << ".";
     }
     if (!na.empty()) out << " Not applicable: " << join(na) << ".";
     if (!missing.empty()) out << " No value at both lengths: " << join(missing) << ".";
