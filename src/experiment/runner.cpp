@@ -345,11 +345,49 @@ static void check_same_experiment(const json& mine, const CompareOptions& o, boo
                            "): these shards are not one experiment, and --aggregate will refuse their mixed cells");
 }
 
+// An evaluation variant or probe whose definition changed since the run that wrote OUT/experiment.json:
+// its files in the cells are of the old definition, and would be reused under the new one's name. They
+// are removed, so that this run does them again.
+static void drop_stale_follow_ups(const Experiment& full, const CompareOptions& o) {
+  const std::string path = o.out + "/experiment.json";
+  if (!file_exists(path)) return;
+  json saved;
+  try {
+    saved = read_json_file(path);
+  } catch (const ConfigError&) {
+    return;  // not ours to judge: check_same_experiment and --aggregate read it with their own errors
+  }
+  std::vector<std::string> stale_names;  // "eval_grid.NAME", "probes.TASK"
+  std::vector<std::string> stale_files;  // relative to a cell's directory
+  std::map<std::string, json> old_variants;
+  for (const auto& v : saved.value("eval_grid", json::array())) old_variants[v.value("name", "")] = v.value("overrides", json());
+  for (const auto& v : full.eval_grid)
+    if (old_variants.count(v.name) && old_variants[v.name] != json(v.overrides)) {
+      stale_names.push_back("eval_grid." + v.name);
+      stale_files.push_back("eval-" + v.name + ".json");
+    }
+  const json old_probes = saved.value("probes", json::object());
+  for (auto it = full.probes.begin(); it != full.probes.end(); ++it)
+    if (old_probes.contains(it.key()) && old_probes[it.key()] != it.value()) {
+      stale_names.push_back("probes." + it.key());
+      for (const char* ext : {".json", ".png"}) stale_files.push_back("probe-" + it.key() + ext);
+    }
+  if (stale_names.empty()) return;
+  std::vector<std::string> paths;
+  for (const auto& c : full.cells)
+    for (const auto& f : stale_files) paths.push_back(cell_dir(o.out, c) + "/" + f);
+  const auto removed = remove_stale_files(paths);
+  std::string names;
+  for (const auto& n : stale_names) names += (names.empty() ? "" : ", ") + n;
+  spdlog::info("{} changed since the last run into {}: done again ({} earlier file(s) removed)", names, o.out, removed.size());
+}
+
 json run_experiment(const Experiment& full, const CompareOptions& o) {
   // Before anything is written: a shard's directory holds one experiment, and finished cells their configs.
   const json saved_experiment = experiment_to_json(full);
   if (o.shard.active()) check_same_experiment(saved_experiment, o, /*at_end=*/false);
   check_cells_match(full, o);
+  drop_stale_follow_ups(full, o);
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
   fs::create_directories(o.out + "/configs");

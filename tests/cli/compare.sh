@@ -89,6 +89,19 @@ bad = [n for n in cells if "n_embd=65536" in n]
 assert len(bad) == 2 and all(cells[n]["status"] == "failed" and "model too large" in (cells[n]["error"] or "") for n in bad), cells
 assert all(cells[n]["status"] == "done" for n in cells if n not in bad), cells'
 
+# An eval_grid variant redefined between runs into one --out is evaluated again, not reused under its name.
+printf '{"name": "egc", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "eval_grid": {"v": {"eval.lengths": [4, 8]}}}\n' > egc.json
+"$POSLAB" compare -c egc.json --out egc --no-plots > egc1.log 2>&1
+sed 's/"eval.lengths": \[4, 8\]/"eval.lengths": [4]/' egc.json > egc2.json
+"$POSLAB" compare -c egc2.json --out egc --no-plots > egc2.log 2>&1
+check "a redefined variant is said to be done again" grep -q "eval_grid.v changed since the last run into egc: done again (1 earlier file(s) removed)" egc2.log
+check "and its evaluation is the new definition's" /usr/bin/python3 -c '
+import json
+e = json.load(open("egc/cells/kind=rope/eval-v.json"))
+assert [r["length"] for r in e["results"]] == [4], e["results"]'
+"$POSLAB" compare -c egc2.json --out egc --no-plots > egc3.log 2>&1
+check "an unchanged variant is not done again" bash -c '! grep -q "changed since the last run" egc3.log'
+
 # A probe that fails on a trained cell (passkey on a copy task: its vocabulary cannot write the template) is
 # recorded in results.json and fails the command; the cell's losses stand. mqar on a non-mqar grid: refused up front.
 printf '{"name": "pf", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json

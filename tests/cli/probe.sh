@@ -168,6 +168,16 @@ rm cmp/cells/kind=rope_seed=1/probe-passkey.json
 check "a re-run probes the cell whose probe is missing" test -s cmp/cells/kind=rope_seed=1/probe-passkey.json
 check "a re-run probes only that cell" test "$(grep -c '\[probe ' rerun.out)" -eq 1
 check "a re-run trains nothing" test "$(grep -c 'finished earlier, skipped' rerun.out)" -eq 4
+# Probes redefined (fewer trials) between runs into one --out: every cell is probed again under the new
+# definition, not left with the old one's files.
+sed 's/"trials": 5/"trials": 3/' exp.json > exp_t3.json
+"$POSLAB" compare -c exp_t3.json --out cmp > retrial.out 2>&1
+check "a redefined probe is said to be done again" grep -q "probes.passkey changed since the last run into cmp: done again" retrial.out
+check "every cell's probe is the new definition's" /usr/bin/python3 -c '
+import glob, json
+files = glob.glob("cmp/cells/*/probe-passkey.json")
+assert len(files) == 4 and all(json.load(open(f))["trials"] == 3 for f in files), files'
+"$POSLAB" compare -c exp.json --out cmp > retrial2.out 2>&1  # back to the definition the later checks use
 # The same cells with retrieval made perfect at 64 tokens and absent at 128 (probe files rewritten, then
 # aggregated again): the loss leader at 128 is named as disagreeing with retrieval.
 /usr/bin/python3 - cmp <<'PY'
