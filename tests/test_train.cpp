@@ -401,6 +401,16 @@ TEST(InitFrom, FineTunesAtALongerContextWithTheScalingOn) {
   auto a = ft.model->named_parameters(), b = src.model->named_parameters();
   for (const auto& p : a) EXPECT_TRUE(torch::allclose(p.value(), b[p.key()], 0, 1e-6)) << p.key();
   EXPECT_TRUE(std::filesystem::exists(RunPaths{dir.sub("ft")}.init_from()));
+  // Stopped before its first checkpoint (here: the checkpoint and what follows it removed), the fine-tune
+  // resumes from its source's weights again, not from random ones.
+  std::filesystem::copy(dir.sub("ft"), dir.sub("ft-killed"), std::filesystem::copy_options::recursive);
+  for (const auto& f : {RunPaths{dir.sub("ft-killed")}.checkpoint(), RunPaths{dir.sub("ft-killed")}.summary(),
+                        RunPaths{dir.sub("ft-killed")}.eval(), dir.sub("ft-killed") + "/model.pt"})
+    std::filesystem::remove(f);
+  ASSERT_EQ(train_resume(dir.sub("ft-killed")).status, "done");
+  auto resumed = load_run(dir.sub("ft-killed"));
+  for (const auto& p : resumed.model->named_parameters())
+    EXPECT_TRUE(torch::allclose(p.value(), b[p.key()], 0, 1e-6)) << "resumed before a checkpoint: " << p.key();
   // Evaluation keeps the trained-with scaling unless asked otherwise.
   EvalOptions eo;
   eo.lengths = {12};

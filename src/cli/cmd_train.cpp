@@ -90,6 +90,12 @@ void add_train(CLI::App& app) {
         // A restarted launch: the run it started before, from its last checkpoint, if it is this config.
         Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
         saved.model.vocab_size = c.model.vocab_size;
+        // A fine-tune's scaling stretches from the source's length when the config leaves it at 0: the run
+        // saved it filled in (read_init_source), from the block size its init_from.json records.
+        auto& scaling = c.model.pos_encoding.rope_scaling;
+        if (!o->init_from.empty() && scaling.kind != "none" && scaling.original_length == 0 &&
+            file_exists(RunPaths{dir}.init_from()))
+          scaling.original_length = read_json_file(RunPaths{dir}.init_from()).value("block_size", 0);
         const auto diff = nlohmann::json::diff(config_to_json(saved), config_to_json(c));
         if (!diff.empty())
           throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" +

@@ -440,8 +440,9 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
     write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
     write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
     if (source) {
+      // The source by its absolute path: a resume before the first checkpoint reads it again, from anywhere.
       write_file_atomic(paths.init_from(),
-                        json{{"run", init_from}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
+                        json{{"run", absolute_path(init_from)}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
       spdlog::info("initialised from {} (block_size {})", init_from, source->config.model.block_size);
     }
   }
@@ -455,7 +456,21 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   c.data.cache_dir = paths.cache();
   auto tokenizer = Tokenizer::from_json(read_json_file(paths.vocab()), dir);
   Session s = make_session(c, make_corpus(c, tokenizer), launch);
-  if (file_exists(paths.checkpoint())) s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
+  if (file_exists(paths.checkpoint())) {
+    s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
+  } else if (file_exists(paths.init_from())) {
+    // A fine-tune stopped before its first checkpoint: it starts again from its source's weights, as it
+    // first did (without them it would train from random weights under the fine-tune's name).
+    const std::string from = read_json_file(paths.init_from()).value("run", "");
+    Config wanted = c;
+    try {
+      init_weights_from(read_init_source(from, wanted), s.model, s.corpus->tokenizer());
+    } catch (const ConfigError& e) {
+      throw ConfigError("--resume " + dir + ": no checkpoint yet, and the run it starts from cannot be read again (" +
+                        e.what() + "); start the fine-tune anew with --init-from");
+    }
+    spdlog::info("no checkpoint yet: initialised again from {}", from);
+  }
   // Each rank's batch rows and dropout stream depend on the world size: only the same one resumes exactly.
   if (s.state.step > 0 && s.state.world_size != s.dist->world_size())
     throw ConfigError("--resume " + dir + ": the checkpoint was written by " + std::to_string(s.state.world_size) +

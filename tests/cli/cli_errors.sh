@@ -180,7 +180,19 @@ expect_fail 2 "$PE.rope_scaling.kind: 'linear' applies to rotary encodings" -- "
 expect_fail 2 "$PE.rope_scaling.factor must be >= 1" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rope_scaling.factor=0.5 --out r4
 check "no run directory left behind by a refused --init-from" test ! -e r4
 "$POSLAB" train -c ok.json --init-from run --out r5 >/dev/null 2>&1
-check "--init-from with the same shapes trains and records its source" grep -q '"run": "run"' r5/init_from.json
+check "--init-from with the same shapes trains and records its source, by its absolute path" /usr/bin/python3 -c '
+import json, os
+r = json.load(open("r5/init_from.json"))["run"]
+assert os.path.isabs(r) and os.path.samefile(r, "run"), r'
+# A restarted launch of a fine-tune (--resume-if-exists) whose scaling stretches from the source's length,
+# left at 0 in the config: resumed, not refused for the original_length the run filled in.
+"$POSLAB" train -c ok.json --set $PE.kind=rope --out rrope > /dev/null 2>&1
+FT=(-c ok.json --set $PE.kind=rope --set model.block_size=80 --set $PE.rope_scaling.kind=linear --set $PE.rope_scaling.factor=2
+    --init-from rrope --out rft --resume-if-exists)
+"$POSLAB" train "${FT[@]}" --stop-at 1 > /dev/null 2>&1
+"$POSLAB" train "${FT[@]}" > rft.log 2>&1
+status=$?
+check "a fine-tune restarted with --resume-if-exists continues (status $status)" grep -q "continuing the run in rft" rft.log
 "$POSLAB" train --init-from run --set train.max_iters=2 >/dev/null 2>&1
 check "--init-from without --config takes the run's config, into RUN-ft" grep -q '"max_iters": 2' run-ft/config.json
 expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train --init-from nowhere --out r4
