@@ -131,8 +131,12 @@ def describe(res, groups):
         counts[st] = counts.get(st, 0) + 1
     status_txt = ", ".join("%d %s" % (n, st) for st, n in sorted(counts.items(), key=lambda kv: (kv[0] != "done", kv[0])))
     tl, tt = res.get("train_length"), train_tokens(res)
-    train_txt = "%s %s" % (fmt_g(tl), unit)
-    if finite(tt) and unit != "tokens":
+    train_txt = "length %s %s" % (fmt_g(tl), unit)
+    trained = res.get("train_lengths") or []
+    if len(trained) > 1:  # a grid over block_size: no one training length
+        train_txt = "lengths %s %s (past training: past the longest, %s)" % (
+            ", ".join(fmt_g(L) for L in trained[:-1]) + " and " + fmt_g(trained[-1]), unit, fmt_g(tl))
+    if finite(tt) and unit != "tokens" and len(trained) <= 1:
         train_txt += " (%s model input tokens)" % fmt_g(tt)
     lengths = ", ".join("%g" % L for L in sorted(set(res["lengths"])))
     metric_txt = ("exact match (fraction of examples whose whole answer is greedily correct) and loss"
@@ -144,7 +148,7 @@ def describe(res, groups):
         return (head + "Experiment `%s`, grid %s: %s (%s). No cell finished, so there are no results yet."
                 % (res.get("config", "?"), grid_txt, cells_txt, status_txt or "none"))
     return head + ("Experiment `%s`, grid %s: %s (%s), %d group%s by %s. "
-            "Every model was trained at length %s and evaluated at lengths %s %s; the metric is %s. "
+            "Every model was trained at %s and evaluated at lengths %s %s; the metric is %s. "
             "%s "
             "\"n/a\" marks lengths an encoding cannot represent (for example, past a learned table)."
             % (res.get("config", "?"), grid_txt, cells_txt, status_txt or "none",

@@ -2,6 +2,7 @@
 // deviation over seeds, one row per group x eval length; plus the console table and CSV.
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "config/config.h"
@@ -54,6 +55,9 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   std::map<std::string, Stats> params, speed, wall;
   std::map<std::string, json> group_settings;
   json first_eval;
+  // Every finished cell's training length, and its model input tokens at that length: cells of a grid over
+  // block_size or over tasks differ, and no single cell speaks for the others.
+  std::map<int, std::set<int64_t>> trained;
   const std::string item_key = experiment_item_key(e);
   std::vector<std::string> group_keys = e.group_keys;
   if (!e.eval_grid.empty()) group_keys.push_back("eval");
@@ -87,6 +91,10 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
     if (!eval.is_object() || cell["status"] != "done") continue;
     if (first_eval.is_null()) first_eval = eval;
+    const int train_length = eval.value("train_length", 0);
+    auto& tokens_at_train = trained[train_length];
+    for (const auto& r : eval["results"])
+      if (r["length"] == train_length && r["tokens"].is_number()) tokens_at_train.insert(r["tokens"].get<int64_t>());
     params[c.group].values.push_back(summary["params"].get<double>());
     speed[c.group].values.push_back(summary["tokens_per_s"].get<double>());
     wall[c.group].values.push_back(summary["wall_s"].get<double>());
@@ -146,10 +154,14 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     for (const auto& r : rows) exact |= r["exact_match_mean"].is_number();
     results["metric"] = exact ? "exact_match" : "loss";
     results["length_unit"] = first_eval["length_unit"];
-    results["train_length"] = first_eval["train_length"];
-    results["train_tokens"] = nullptr;
-    for (const auto& r : first_eval["results"])
-      if (r["length"] == first_eval["train_length"]) results["train_tokens"] = r["tokens"];
+    // Past the training length means past every cell's: the longest, whatever the grid's order.
+    const int longest_trained = trained.rbegin()->first;
+    results["train_length"] = longest_trained;
+    results["train_lengths"] = json::array();
+    for (const auto& [L, tokens] : trained) results["train_lengths"].push_back(L);
+    // Tokens at it only where every cell trained at it has the same count (tasks' items differ in tokens).
+    const auto& tokens = trained.rbegin()->second;
+    results["train_tokens"] = tokens.size() == 1 ? json(*tokens.begin()) : json(nullptr);
     const std::string metric = results["metric"];
     int seeds = 0;
     for (const auto& r : results["rows"]) seeds = std::max(seeds, r["n"].get<int>());
@@ -170,7 +182,10 @@ std::string format_results_table(const json& results) {
   const auto& lengths = results["lengths"];
   std::ostringstream out;
   out << results["experiment"].get<std::string>() << ": " << (exact ? "exact match" : "loss") << " by eval length ("
-      << results["length_unit"].get<std::string>() << "; trained up to " << results["train_length"] << "), "
+      << results["length_unit"].get<std::string>() << "; trained "
+      << (results.value("train_lengths", json::array()).size() > 1 ? "at " + results["train_lengths"].dump()
+                                                                    : "up to " + results["train_length"].dump())
+      << "), "
       << (seeds <= 1 ? "1 seed, * = best by more than " + std::to_string(kSingleSeedResolution).substr(0, 4)
                      : "mean ± 95% interval over " + std::to_string(seeds) + " seeds, * = best beyond the intervals")
       << "\n";

@@ -178,10 +178,19 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
   }
   std::ostringstream out;
   if (labels.empty() || longest == 0) return "No cell finished, so there is nothing to summarise yet.";
+  // Cells trained at different lengths (a grid over block_size): no one training length to measure from.
+  const json trained = results.value("train_lengths", json::array());
+  std::string mixed;
+  if (trained.size() > 1)
+    for (size_t i = 0; i < trained.size(); ++i)
+      mixed += (i == 0 ? "" : i + 1 == trained.size() ? " and " : ", ") + trained[i].dump();
   const double margin = loss ? kFlatLossMargin : kFlatRateMargin;
   const int digits = loss ? 2 : 3;
   const std::string what = loss ? "loss" : metric == "exact_match" ? "exact match" : metric;
-  if (longest <= L0) {
+  if (!mixed.empty()) {
+    out << "The cells were trained at different lengths (" << mixed << " " << unit << "): read each row against its "
+        << "own training length in the table; below, past the training length means past the longest, " << L0 << ".";
+  } else if (longest <= L0) {
     out << "Every length evaluated is within the training length (" << L0 << " " << unit
         << "), so this experiment says nothing about extrapolation.";
   } else {

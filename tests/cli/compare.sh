@@ -102,6 +102,20 @@ assert [r["length"] for r in e["results"]] == [4], e["results"]'
 "$POSLAB" compare -c egc2.json --out egc --no-plots > egc3.log 2>&1
 check "an unchanged variant is not done again" bash -c '! grep -q "changed since the last run" egc3.log'
 
+# Cells trained at different lengths: the longest is the training length, whatever the grid's order, and the
+# summary says the cells differ instead of measuring them all from one length.
+for order in "4, 3" "3, 4"; do
+  printf '{"name": "ml", "base": "base.json", "grid": {"data.max_len": [%s]}}\n' "$order" > ml.json
+  "$POSLAB" compare -c ml.json --out "ml-${order/, /}" --no-plots > /dev/null 2>&1
+done
+check "mixed training lengths: train_length is the longest, train_lengths all, in either grid order" /usr/bin/python3 -c '
+import json
+a, b = (json.load(open(d + "/results.json")) for d in ("ml-43", "ml-34"))
+for r in (a, b):
+    assert r["train_length"] == 4 and r["train_lengths"] == [3, 4], (r["train_length"], r["train_lengths"])
+    assert r["what_this_shows"].startswith("The cells were trained at different lengths (3 and 4 items): read each row "
+                                           "against its own training length"), r["what_this_shows"]'
+
 # A probe that fails on a trained cell (passkey on a copy task: its vocabulary cannot write the template) is
 # recorded in results.json and fails the command; the cell's losses stand. mqar on a non-mqar grid: refused up front.
 printf '{"name": "pf", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json
