@@ -172,8 +172,16 @@ def ranking_txt(res):
     return ("Mean reciprocal rank (as Kazemnejad et al. 2023 rank encodings): each encoding's rank by %s in each "
             "of %s scenario(s) (lengths %s %s%s), 1/rank averaged; ties share the better rank, n/a ranks last."
             % ("loss" if rk.get("metric") == "loss" else "exact match", rk.get("scenarios", 0), lengths,
-               res.get("length_unit", ""), ", per task" if any(r.get("scenario") for r in res.get("rows", [])) else "")
+               res.get("length_unit", ""), scenarios_txt(res))
             + (" (%s.)" % (rk["fallback"][0].upper() + rk["fallback"][1:]) if rk.get("fallback") else ""))
+
+
+def scenarios_txt(res):
+    """What a scenario is beside a length: a task, an evaluation variant, or whatever else the grid varies."""
+    keys = {k.split("=")[0].strip() for r in res.get("rows", []) for k in str(r.get("scenario") or "").split(", ") if k}
+    if not keys:
+        return ""
+    return ", per " + " and ".join(sorted(keys))
 
 
 def text_columns(header):

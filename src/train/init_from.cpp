@@ -43,11 +43,16 @@ void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tok
   auto source_pos = make_positional({s.config.model.pos_encoding, s.config.model.n_embd, s.config.model.n_head,
                                      s.config.model.block_size});
   const int64_t had = source_pos->max_positions(), want = model->pos->max_positions();
-  if (had >= 0 && want != had)
+  if (had >= 0 && want > had)
     throw ConfigError(flag + "a " + model->pos->kind() + " position table cannot grow from " + std::to_string(had) +
                       " to " + std::to_string(want) + " rows: there are no trained rows for the new positions " +
                       "(keep model.block_size at " + std::to_string(s.config.model.block_size) +
                       ", or fine-tune an encoding without a table, e.g. rope)");
+  if (had >= 0 && want < had)  // the weights are copied whole: a table of another shape would not take them
+    throw ConfigError(flag + "a " + model->pos->kind() + " position table of " + std::to_string(had) +
+                      " rows cannot be cut to " + std::to_string(want) + " (keep model.block_size at " +
+                      std::to_string(s.config.model.block_size) + "; a shorter context needs no fine-tune: evaluate the "
+                      "run at the shorter length)");
   load_checkpoint_weights(RunPaths{s.dir}.checkpoint(), model);
 }
 

@@ -174,6 +174,7 @@ expect_fail 2 "--init-from run: model.n_embd is 16 there but 32 here" -- "$POSLA
 expect_fail 2 "--init-from run: model.n_layer is 1 there but 2 here" -- "$POSLAB" train -c ok.json --set model.n_layer=2 --init-from run --out r4
 expect_fail 2 "model.pos_encoding.kind is learned there but rope here" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --init-from run --out r4
 expect_fail 2 "a learned position table cannot grow from 40 to 80 rows" -- "$POSLAB" train -c ok.json --set model.block_size=80 --init-from run --out r4
+expect_fail 2 "a learned position table of 40 rows cannot be cut to 20 (keep model.block_size at 40" -- "$POSLAB" train -c ok.json --set model.block_size=20 --init-from run --out r4
 for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog"; done > fox.txt
 expect_fail 2 "differs from this config's data" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --init-from run --out r4
 expect_fail 2 "$PE.rope_scaling.kind: 'linear' applies to rotary encodings" -- "$POSLAB" train -c ok.json --set $PE.rope_scaling.kind=linear --out r4
