@@ -358,7 +358,7 @@ struct Session {
 // the plug-in by its SHA-256 (already a key), the tokenizer by the SHA-256 of its vocabulary (and of its
 // SentencePiece model), the data by its tokens per split (hashing a corpus of gigabytes at every
 // start would not be cheap). Added: the device and precision that "auto" resolved to on this machine.
-static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime& rt) {
+static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime& rt, const Launch& launch) {
   json j = config_to_json(c);
   for (const char* key : {"path", "dir", "train_path", "val_path"}) j["data"].erase(key);
   j["data"]["tokenizer"].erase("model");
@@ -367,6 +367,7 @@ static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime
   json& resolved = j["resolved"];
   resolved["device"] = rt.device.is_cuda() ? "cuda" : "cpu";
   resolved["precision"] = rt.bf16 ? "bf16" : "fp32";
+  resolved["world_size"] = launch.world_size;  // a rank told another size would wait for ranks that never come
   const auto& tokenizer = corpus.tokenizer();
   resolved["vocabulary_sha256"] = sha256_hex(tokenizer.to_json().dump());
   if (tokenizer.is_sentencepiece())
@@ -394,7 +395,7 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   if (launch.distributed() && s.runtime.device.is_cuda()) s.runtime.device = torch::Device(torch::kCUDA, launch.local_rank);
   s.dist = connect(launch, s.runtime.device, static_cast<uint64_t>(c.seed),
                    static_cast<int64_t>(c.train.dist_bucket_mb * 1024 * 1024),
-                   launch.distributed() ? same_everywhere(c, *corpus, s.runtime) : json::object());
+                   launch.distributed() ? same_everywhere(c, *corpus, s.runtime, launch) : json::object());
   torch::manual_seed(c.seed);
   s.model = GPT(c.model);
   s.model->to(s.runtime.device);

@@ -143,7 +143,16 @@ check "another n_embd (which aborted in Gloo): refused on both" refused2 embd
 check "...naming model.n_embd" grep -q "at model.n_embd: 32 on rank 1, 16 here" embd.r0
 ranks2_sets bucket "" "--set train.dist_bucket_mb=1" -- train -c tiny.json --out bucket
 check "another dist_bucket_mb: refused on both" refused2 bucket
-check "four refusals at once, well within the timeouts ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
+# A rank told another world size (it would wait for ranks that never come): refused on both.
+port=$(free_port)
+for r in 0 1; do
+  (RANK=$r WORLD_SIZE=$(( r == 0 ? 2 : 4 )) MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=10 \
+     "$POSLAB" train -c tiny.json --out ws > "ws.r$r" 2>&1; echo $? > "ws.rc$r") &
+done
+wait
+check "another WORLD_SIZE on rank 1: refused on both" refused2 ws
+check "...naming the world sizes" grep -q "at resolved.world_size: 4 here, 2 on rank 0" ws.r1
+check "five refusals at once, well within the timeouts ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
 # What may differ between machines: train.threads, and the path of the same data.
 "$PY" -c 'import random; r = random.Random(0); print("\n".join(" ".join(r.choice(["ab", "ba", "cab", "d"]) for _ in range(12)) for _ in range(200)))' > a.txt
 mkdir -p elsewhere && cp a.txt elsewhere/a.txt && { cat a.txt; echo "ab ba cab d"; } > other.txt
