@@ -28,18 +28,26 @@ namespace {
 struct Names {
   const char *launcher, *rank, *size, *local_rank, *local_size;
 };
+// In this order: torchrun under Slurm sets both, and its own variables describe the ranks it started.
+const Names kLaunchers[] = {
+    {"RANK/WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+};
 }  // namespace
 
+bool launch_variable(const std::string& name) {
+  for (const auto& k : kLaunchers)
+    for (const char* n : {k.rank, k.size, k.local_rank, k.local_size})
+      if (name == n) return true;
+  return name == "MASTER_ADDR" || name == "MASTER_PORT" || name == "GROUP_RANK" ||
+         name.rfind("OMPI_COMM_WORLD_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
+}
+
 Launch detect_launch(const EnvLookup& env) {
-  // In this order: torchrun under Slurm sets both, and its own variables describe the ranks it started.
-  static const Names kinds[] = {
-      {"RANK/WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
-      {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
-      {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-       "OMPI_COMM_WORLD_LOCAL_SIZE"},
-  };
   Launch l;
-  for (const auto& k : kinds) {
+  for (const auto& k : kLaunchers) {
     const char* rank = env(k.rank);
     const char* size = env(k.size);
     if (!rank && !size) continue;

@@ -28,5 +28,9 @@ using EnvLookup = std::function<const char*(const char*)>;
 // required for a world above 1, MASTER_PORT defaults to 29500. Throws ConfigError naming the variable.
 Launch detect_launch(const EnvLookup& env);
 Launch detect_launch();  // from the process environment
+// Whether `name` is one of the variables a launcher sets for its ranks (those detect_launch reads, the
+// rendezvous's, torchrun's TORCHELASTIC_*, Open MPI's OMPI_COMM_WORLD_*): what a process that starts
+// single-process children (compare's cells) keeps from them.
+bool launch_variable(const std::string& name);
 
 }  // namespace poslab

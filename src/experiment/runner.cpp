@@ -20,6 +20,7 @@
 #include <map>
 
 #include "config/config.h"
+#include "distributed/launch.h"
 #include "eval/attention_stats.h"
 #include "experiment/experiment.h"
 #include "probe/probe.h"
@@ -48,25 +49,15 @@ static bool cell_finished(const std::string& dir) {
   }
 }
 
-// A distributed launcher's variables (torchrun's, Slurm's tasks, Open MPI's, the rendezvous): each cell is
-// one process of its own, so none reaches it; set around compare (an sbatch script with several tasks, a
-// MASTER_ADDR exported for other work), they would make every cell wait for peers that never come.
-static bool launcher_variable(const std::string& name) {
-  static const char* const kNames[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                                       "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                                       "SLURM_NTASKS_PER_NODE"};
-  for (const char* n : kNames)
-    if (name == n) return true;
-  return name.rfind("OMPI_COMM_WORLD_", 0) == 0 || name.rfind("TORCHELASTIC_", 0) == 0;
-}
-
-// compare's environment less the launcher's variables: the cells'.
+// compare's environment less a distributed launcher's variables (launch_variable): each cell is one process
+// of its own; set around compare (an sbatch script with several tasks, a MASTER_ADDR exported for other
+// work), they would make every cell wait for peers that never come.
 static const std::vector<std::string>& cell_environment() {
   static const std::vector<std::string> env = [] {
     std::vector<std::string> kept, dropped;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
-      (launcher_variable(entry.substr(0, entry.find('='))) ? dropped : kept).push_back(entry);
+      (launch_variable(entry.substr(0, entry.find('='))) ? dropped : kept).push_back(entry);
     }
     if (!dropped.empty()) {
       std::string names;
