@@ -112,6 +112,15 @@ TEST(ConfigErrors, ImpossibleValues) {
   expect_error([&] { load_config(path, {"eval.lengths=[8,0]"}); }, {"eval.lengths"});
   expect_error([&] { load_config(path, {"eval.lengths=[8,16,8]"}); }, {"eval.lengths", "8 is listed twice"});
   expect_error([&] { load_config(path, {"data.kind=text"}); }, {"data.path"});
+  // A short context no evaluated length exceeds is refused before training (lengths given, and the
+  // default 8x block_size); on a task, where key tokens are off, it is not looked at.
+  const std::string text = "data.path=" + dir.file("t.txt", "some text");
+  expect_error([&] { load_config(path, {"data.kind=text", text, "eval.lengths=[64,128]", "eval.key_short=128"}); },
+               {"eval.key_short", "longest length evaluated (128)"});
+  expect_error([&] { load_config(path, {"data.kind=text", text, "model.block_size=32", "eval.key_short=256"}); },
+               {"eval.key_short", "(256)"});
+  EXPECT_EQ(load_config(path, {"data.kind=text", text, "eval.lengths=[64,128]", "eval.key_short=127"}).eval.key_short, 127);
+  EXPECT_EQ(load_config(path, {"data.task=copy", "eval.lengths=[8]", "eval.key_short=64"}).eval.key_short, 64);
   expect_error([&] { load_config(path, {"train.batch_size=4", "train.batch_shards=5"}); },
                {"train.batch_shards", "up to train.batch_size"});
   expect_error([&] { load_config(path, {"model.dropout=0.1", "train.batch_shards=2"}); },

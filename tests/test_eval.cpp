@@ -354,6 +354,20 @@ TEST(Eval, KeyTokensOnlyForTextAndWhenAskedFor) {
   run.config.eval.key_short = -1;
   auto off = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
   for (const auto& r : off["results"]) EXPECT_FALSE(r.contains("key_tokens"));
+  // A short context asked for that no length exceeds is refused, not left null at every length (eval
+  // --lengths can make it so after training); one length longer than it is enough.
+  run.config.eval.key_short = 64;
+  try {
+    evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+    ADD_FAILURE() << "eval.key_short 64 with lengths 32 and 64 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("eval.key_short: 64 tokens is not shorter than any length evaluated (the longest is 64)"),
+              std::string::npos) << e.what();
+  }
+  run.config.eval.key_short = 63;
+  auto one = evaluate(run.model, *corpus, run.config, o, make_runtime(run.config));
+  EXPECT_TRUE(one["results"][0]["key_tokens"].is_null());
+  EXPECT_EQ(one["results"][1]["key_tokens"]["short_context"].get<int64_t>(), 63);
 
   Config t;
   t.data.task = "copy";

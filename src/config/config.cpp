@@ -573,6 +573,12 @@ Config config_from_json(const json& j) {
     require(std::find(e.lengths.begin(), e.lengths.begin() + i, e.lengths[i]) == e.lengths.begin() + i, "eval.lengths",
             "a list of distinct lengths (" + std::to_string(e.lengths[i]) + " is listed twice)", full["eval"]["lengths"]);
   }
+  if (c.data.kind != "task" && e.key_short > 0) {
+    // Checked before training: otherwise the final evaluation would refuse it after all the steps.
+    const int longest = e.lengths.empty() ? 8 * c.model.block_size : *std::max_element(e.lengths.begin(), e.lengths.end());
+    require(e.key_short < longest, "eval.key_short",
+            "fewer tokens than the longest length evaluated (" + std::to_string(longest) + "), or -1 (off)", e.key_short);
+  }
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);
   require(e.stride >= 0, "eval.stride", ">= 0 (0 = half the eval length)", e.stride);

@@ -100,8 +100,16 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
   // Text: every length together, a chunk of targets at a time, with the key-token loss (after LongPPL):
   // every target's loss with a short context, once for all lengths.
   std::vector<json> text_results;
-  if (!corpus.is_task())
-    text_results = evaluate_text(model, static_cast<const TextCorpus&>(corpus), o, rt, key_token_options(c, corpus));
+  if (!corpus.is_task()) {
+    const KeyTokenOptions key = key_token_options(c, corpus);
+    // A short context asked for that no length exceeds would leave key_tokens null at every length, unsaid.
+    if (c.eval.key_short > 0 && !o.lengths.empty() && *std::max_element(o.lengths.begin(), o.lengths.end()) <= key.short_context)
+      throw ConfigError("eval.key_short: " + std::to_string(c.eval.key_short) +
+                        " tokens is not shorter than any length evaluated (the longest is " +
+                        std::to_string(*std::max_element(o.lengths.begin(), o.lengths.end())) +
+                        "); set it below that, or -1 to turn key tokens off");
+    text_results = evaluate_text(model, static_cast<const TextCorpus&>(corpus), o, rt, key);
+  }
   json results = json::array();
   for (size_t i = 0; i < o.lengths.size(); ++i) {
     const int length = o.lengths[i];

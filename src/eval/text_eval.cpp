@@ -168,7 +168,7 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
       Stage stage("evaluation at " + std::to_string(s.L) + " tokens");
       try {
         const auto full = s.add_chunk(model, corpus, first, last, c0, c1, o, rt);
-        if (with_key) s.key.add(full, short_nll);
+        if (with_key && s.L > key.short_context) s.key.add(full, short_nll);
       } catch (const PositionLimitError& e) {
         s.done = not_applicable(s.L, corpus.tokens_at(s.L), e.what());
       }
@@ -177,7 +177,10 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
   std::vector<json> out;
   for (const auto& s : lengths) {
     if (s.done.is_null()) {
-      out.push_back(s.result(first, with_key));
+      json r = s.result(first, with_key);
+      // A window no longer than the short context gives no more context than it: no key tokens to find.
+      if (with_key && s.L <= key.short_context) r["key_tokens"] = nullptr;
+      out.push_back(r);
       continue;
     }
     json r = s.done;  // n/a: the text fields there too, their numbers null
