@@ -327,6 +327,13 @@ static json rope_scaling_to_json(const RopeScalingConfig& r) {
   return {{"kind", r.kind}, {"factor", r.factor}, {"original_length", r.original_length}};
 }
 
+// An error about one option of model.pos_encoding. Those are checked once every layer and --set is merged,
+// when where each came from is no longer known: load_config finds it again and names it.
+struct OptionKeyError : ConfigError {
+  std::string key;
+  OptionKeyError(std::string k, const std::string& message) : ConfigError(message), key(std::move(k)) {}
+};
+
 // Options declared by kinds (EncodingSpec::options) beside the typed built-in keys of model.pos_encoding:
 // those of built-in kinds always, a plug-in's once model.pos_encoding.plugin names it. The plug-in is
 // loaded here (registering its kinds) and checked against the hash a run recorded, or its hash recorded.
@@ -355,7 +362,7 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
   }
   const json declared = declared_encoding_options(pe.plugin);
   pe.options = declared;
-  for (auto it = given.begin(); it != given.end(); ++it) {
+  for (auto it = given.begin(); it != given.end(); ++it) try {
     if (!declared.contains(it.key())) {
       if (pe.plugin.empty()) {
         std::vector<std::string> known;
@@ -370,6 +377,8 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
                         (names.empty() ? std::string("none") : comma_list(names)) + ")");
     }
     pe.options[it.key()] = conform_option(declared[it.key()], it.value(), at + it.key());
+  } catch (const ConfigError& e) {
+    throw OptionKeyError(at + it.key(), e.what());
   }
 }
 
@@ -636,10 +645,46 @@ json config_to_json(const Config& c) {
   return out;
 }
 
+// Whether `tree` holds the dotted `key`.
+static bool holds_key(const json& tree, const std::string& key) {
+  const json* node = &tree;
+  std::stringstream parts(key);
+  for (std::string k; std::getline(parts, k, '.');) {
+    if (!node->is_object() || !node->contains(k)) return false;
+    node = &(*node)[k];
+  }
+  return true;
+}
+
+// Where `key` of a merged config came from: the last --set that gave it, else the nearest file of the
+// "extends" chain that holds it (a file's keys override its parent's). Empty if neither did.
+static std::string origin_of(const std::string& key, const std::string& path, const std::vector<std::string>& overrides) {
+  for (auto item = overrides.rbegin(); item != overrides.rend(); ++item) {
+    const std::string set = item->substr(0, item->find('='));
+    if (key == set) return "--set " + set;
+    if (key.rfind(set + ".", 0) == 0) {  // --set of an object that holds it
+      const json value = json::parse(item->substr(item->find('=') + 1), nullptr, /*allow_exceptions=*/false);
+      if (holds_key(value, key.substr(set.size() + 1))) return "--set " + set;
+    }
+  }
+  for (std::string file = path;;) {  // the chain has no cycle: load_config_json refused one already
+    const json layer = read_json_file(file);
+    if (holds_key(layer, key)) return file;
+    if (!layer.contains("extends") || !layer["extends"].is_string()) return "";
+    file = resolve_relative(file, layer["extends"].get<std::string>());
+  }
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = load_config_json(path);
   apply_overrides(j, overrides);
-  return config_from_json(j);
+  try {
+    return config_from_json(j);
+  } catch (const OptionKeyError& e) {
+    const std::string origin = origin_of(e.key, path, overrides);
+    if (origin.empty()) throw;
+    throw ConfigError(origin + ": " + e.what());
+  }
 }
 
 }  // namespace poslab

@@ -328,7 +328,13 @@ if [ -f "$PLUGINS/libgaussian_bias.so" ]; then
   expect_fail 2 "$PE.kind list_bias (plug-in $PLUGINS/liblist_options.so): its check failed: bad width" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_widths=[1, -1]" --out r7
   expect_fail 2 "$PE.list_names[1] must be a string, got 2" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_names=[\"x\", 2]" --out r7
   expect_fail 2 "$PE.list_shape.inner.n must be an integer (32-bit), got \"x\"" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_shape.inner.n=\"x\"" --out r7
-  expect_fail 2 "$PE.gauss_sigma: unknown key (allowed here: base, " -- "$POSLAB" train -c ok.json --set $PE.gauss_sigma=2 --out r7
+  expect_fail 2 "--set $PE.gauss_sigma: $PE.gauss_sigma: unknown key (allowed here: base, " -- "$POSLAB" train -c ok.json --set $PE.gauss_sigma=2 --out r7
+  # An option is checked once all is merged; its error still names what gave it: a --set of its object, the
+  # file of an "extends" chain that holds it (not the one that names another key of the section).
+  expect_fail 2 "--set $PE: $PE.gauss_sigma: unknown key" -- "$POSLAB" train -c ok.json --set "$PE={\"gauss_sigma\": 2}" --out r7
+  echo '{"extends": "ok.json", "model": {"pos_encoding": {"gauss_sigma": 2}}}' > opt_parent.json
+  echo '{"extends": "opt_parent.json", "model": {"pos_encoding": {"kind": "alibi"}}}' > opt_child.json
+  expect_fail 2 "opt_parent.json: $PE.gauss_sigma: unknown key" -- "$POSLAB" train -c opt_child.json --out r7
   G=(--set $PE.plugin=$PLUGINS/libgaussian_bias.so --set $PE.kind=gaussian_bias)
   expect_fail 2 "$PE.gauss_sigma must be a positive number, got -1" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_sigma=-1 --out r7
   expect_fail 2 "$PE.gauss_sigma must be a number, got \"wide\"" -- "$POSLAB" train -c ok.json "${G[@]}" --set $PE.gauss_sigma='"wide"' --out r7
