@@ -159,6 +159,10 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "poslab: failed" << where() << ": " << (debug ? std::string(e.what()) : first_line(e.what())) << "\n";
     return 1;
+  } catch (...) {
+    // Only code poslab did not write throws these (a plug-in's forward pass, say): a line, not an abort.
+    std::cerr << "poslab: failed" << where() << ": an exception that is not a std::exception (thrown by a plug-in?)\n";
+    return 1;
   }
   return 0;
 }

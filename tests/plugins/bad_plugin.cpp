@@ -1,6 +1,7 @@
 // Plug-ins that poslab must refuse in one line (tests/cli/cli_errors.sh, tests/test_registry.cpp), one per
 // POSLAB_BAD_* macro: no entry points, an ABI mismatch, registers nothing, a built-in's kind, one kind twice,
-// a throwing constructor, a registration that throws what is not a std::exception, and libraries without
+// a throwing constructor, a registration that throws what is not a std::exception, a kind whose forward
+// pass throws what is not a std::exception, and libraries without
 // entry points that register a kind from a static EncodingRegistrar as they load (inside dlopen): a
 // built-in's name, a free one. Each is a real shared library built against this poslab (tests/CMakeLists.txt).
 #include "model/positional/plugin.h"
@@ -55,6 +56,14 @@ POSLAB_PLUGIN(registrar) {
 #elif defined(POSLAB_BAD_THROWS_INT)
   registrar.add(spec("int_bias"));
   throw 42;  // not a std::exception
+#elif defined(POSLAB_BAD_FORWARD_INT)
+  struct IntBiasImpl : NoBiasImpl {
+    IntBiasImpl() : NoBiasImpl("forward_int_bias") {}
+    torch::Tensor bias(const torch::Tensor&, const torch::Tensor&) override { throw 7; }  // not a std::exception
+  };
+  auto s = spec("forward_int_bias");
+  s.make = [](const PositionalOptions&) { return std::make_shared<IntBiasImpl>(); };
+  registrar.add(std::move(s));
 #elif defined(POSLAB_BAD_THROWS)
   auto s = spec("throwing_bias");
   s.make = [](const PositionalOptions&) -> std::shared_ptr<poslab::PositionalEncodingImpl> {
