@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "distributed/distributed.h"
 #include "distributed/launch.h"
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
@@ -40,14 +41,70 @@ std::vector<int> parse_lengths(const std::string& text, const std::string& optio
   return out;
 }
 
+namespace {
+struct TrainOptions {
+  std::string config, out, resume, init_from;
+  std::vector<std::string> sets;
+  int64_t stop_at = 0;
+  bool resume_if_exists = false;
+};
+}  // namespace
+
+// What `poslab train` does, on this rank of `launch`.
+static void train_command(const TrainOptions& o, const Launch& launch) {
+  if (launch.rank != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports progress for all
+  install_stop_handlers();
+  TrainResult result;
+  std::string dir;
+  if (!o.resume.empty()) {
+    if (!o.init_from.empty())
+      throw ConfigError("--init-from starts a new run and --resume continues one: give one of them");
+    if (!o.config.empty() || !o.sets.empty()) throw ConfigError("--resume takes its config from the run; drop --config/--set");
+    dir = o.resume;
+    result = train_resume(dir, o.stop_at, launch);
+  } else {
+    if (o.config.empty() && o.init_from.empty())
+      throw ConfigError("train: --config FILE, --init-from RUN or --resume DIR is required");
+    // --init-from without --config: the source run's resolved config, changed by --set.
+    if (o.config.empty() && !is_run_dir(o.init_from))
+      throw ConfigError("--init-from " + o.init_from + ": no run here (config.json is missing)");
+    const std::string file = o.config.empty() ? RunPaths{o.init_from}.config() : o.config;
+    Config c = load_config(file, o.sets);
+    auto source = std::filesystem::path(o.init_from).lexically_normal();
+    if (!source.has_filename()) source = source.parent_path();  // "runs/x/" names runs/x
+    if (!o.out.empty()) dir = o.out;
+    else if (o.config.empty()) dir = source.string() + "-ft";
+    else dir = "runs/" + std::filesystem::path(o.config).stem().string() + "-" + c.model.pos_encoding.kind;
+    if (o.resume_if_exists && is_run_dir(dir)) {
+      // A restarted launch: the run it started before, from its last checkpoint, if it is this config.
+      Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
+      saved.model.vocab_size = c.model.vocab_size;
+      // A fine-tune's scaling stretches from the source's length when the config leaves it at 0: the run
+      // saved it filled in (read_init_source), from the block size its init_from.json records.
+      auto& scaling = c.model.pos_encoding.rope_scaling;
+      if (!o.init_from.empty() && scaling.kind != "none" && scaling.original_length == 0 &&
+          file_exists(RunPaths{dir}.init_from()))
+        scaling.original_length = read_json_file(RunPaths{dir}.init_from()).value("block_size", 0);
+      const auto diff = nlohmann::json::diff(config_to_json(saved), config_to_json(c));
+      if (!diff.empty())
+        throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" +
+                          diff[0]["path"].get<std::string>() + " differs); pick another --out");
+      spdlog::info("--resume-if-exists: continuing the run in {}", dir);
+      result = train_resume(dir, o.stop_at, launch);
+    } else {
+      result = train_new(c, dir, o.stop_at, o.init_from, launch);
+    }
+  }
+  // 130 on every rank when a signal stopped the run, whichever rank it reached; --stop-at is no failure.
+  if (result.status == "interrupted") std::exit(result.signalled || stop_requested() ? 130 : 0);
+  if (launch.rank != 0) return;  // the evaluation and its eval.json belong to rank 0 too
+  if (result.status == "done" && !result.config.eval.lengths.empty())
+    std::cout << format_eval_table(evaluate_run(dir, EvalOptions{}));
+  spdlog::info("run directory: {}", dir);
+}
+
 void add_train(CLI::App& app) {
-  struct Opts {
-    std::string config, out, resume, init_from;
-    std::vector<std::string> sets;
-    int64_t stop_at = 0;
-    bool resume_if_exists = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<TrainOptions>();
   auto* cmd = app.add_subcommand("train", "Train a GPT from a JSON config (or resume a run)");
   cmd->add_option("--config,-c", o->config, "Config file (JSON; may \"extends\" another)");
   cmd->add_option("--set,-s", o->sets, "Override a key: --set model.pos_encoding.kind=rope (repeatable)");
@@ -63,55 +120,12 @@ void add_train(CLI::App& app) {
       ->check(positive_integer());
   cmd->callback([o] {
     const Launch launch = detect_launch();  // a bad launch variable is refused here, before anything
-    if (launch.rank != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 reports progress for all
-    install_stop_handlers();
-    TrainResult result;
-    std::string dir;
-    if (!o->resume.empty()) {
-      if (!o->init_from.empty())
-        throw ConfigError("--init-from starts a new run and --resume continues one: give one of them");
-      if (!o->config.empty() || !o->sets.empty()) throw ConfigError("--resume takes its config from the run; drop --config/--set");
-      dir = o->resume;
-      result = train_resume(dir, o->stop_at, launch);
-    } else {
-      if (o->config.empty() && o->init_from.empty())
-        throw ConfigError("train: --config FILE, --init-from RUN or --resume DIR is required");
-      // --init-from without --config: the source run's resolved config, changed by --set.
-      if (o->config.empty() && !is_run_dir(o->init_from))
-        throw ConfigError("--init-from " + o->init_from + ": no run here (config.json is missing)");
-      const std::string file = o->config.empty() ? RunPaths{o->init_from}.config() : o->config;
-      Config c = load_config(file, o->sets);
-      auto source = std::filesystem::path(o->init_from).lexically_normal();
-      if (!source.has_filename()) source = source.parent_path();  // "runs/x/" names runs/x
-      if (!o->out.empty()) dir = o->out;
-      else if (o->config.empty()) dir = source.string() + "-ft";
-      else dir = "runs/" + std::filesystem::path(o->config).stem().string() + "-" + c.model.pos_encoding.kind;
-      if (o->resume_if_exists && is_run_dir(dir)) {
-        // A restarted launch: the run it started before, from its last checkpoint, if it is this config.
-        Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
-        saved.model.vocab_size = c.model.vocab_size;
-        // A fine-tune's scaling stretches from the source's length when the config leaves it at 0: the run
-        // saved it filled in (read_init_source), from the block size its init_from.json records.
-        auto& scaling = c.model.pos_encoding.rope_scaling;
-        if (!o->init_from.empty() && scaling.kind != "none" && scaling.original_length == 0 &&
-            file_exists(RunPaths{dir}.init_from()))
-          scaling.original_length = read_json_file(RunPaths{dir}.init_from()).value("block_size", 0);
-        const auto diff = nlohmann::json::diff(config_to_json(saved), config_to_json(c));
-        if (!diff.empty())
-          throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" +
-                            diff[0]["path"].get<std::string>() + " differs); pick another --out");
-        spdlog::info("--resume-if-exists: continuing the run in {}", dir);
-        result = train_resume(dir, o->stop_at, launch);
-      } else {
-        result = train_new(c, dir, o->stop_at, o->init_from, launch);
-      }
+    try {
+      train_command(*o, launch);
+    } catch (const std::exception& e) {
+      tell_peers_of_failure(launch, e.what());  // before the rendezvous, the other ranks would wait for this one
+      throw;
     }
-    // 130 on every rank when a signal stopped the run, whichever rank it reached; --stop-at is no failure.
-    if (result.status == "interrupted") std::exit(result.signalled || stop_requested() ? 130 : 0);
-    if (launch.rank != 0) return;  // the evaluation and its eval.json belong to rank 0 too
-    if (result.status == "done" && !result.config.eval.lengths.empty())
-      std::cout << format_eval_table(evaluate_run(dir, EvalOptions{}));
-    spdlog::info("run directory: {}", dir);
   });
 }
 

@@ -72,6 +72,12 @@ class LocalProcess : public Distributed {};
 std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& device, uint64_t seed,
                                      int64_t bucket_bytes, const nlohmann::json& same_everywhere);
 
+// Tells the other ranks that this one stopped with `error` before it reached the rendezvous (a config or
+// data file refused, say), so that they stop at once naming it instead of waiting for it until the timeout.
+// Best effort, for at most 30 s (or POSLAB_DIST_TIMEOUT_S where shorter); a no-op in one process, once
+// connect() has begun, and without a c10d backend.
+void tell_peers_of_failure(const Launch& launch, const std::string& error);
+
 // Where two configs first differ: objects key by key (in sorted order, a top-level "resolved" object
 // last), arrays and values whole. The key as a dotted path ("train.learning_rate"), each side's value
 // as text ("(none)" where it lacks the key).

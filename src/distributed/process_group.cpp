@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <set>
@@ -31,11 +32,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Context.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #ifdef POSLAB_WITH_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #endif
+
+#include "distributed/rendezvous.h"
 #ifdef POSLAB_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -149,87 +150,6 @@ auto guarded(const Launch& l, const std::string& what, F body) {
   } catch (const std::exception& e) {
     fail(l, what, e);
   }
-}
-
-// The TCP store with options `o`, under torchrun's per-attempt prefix where its agent hosts it.
-c10::intrusive_ptr<c10d::Store> make_tcp_store(const Launch& l, const c10d::TCPStoreOptions& o) {
-  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(l.master_addr, o);
-  if (l.agent_store) store = c10::make_intrusive<c10d::PrefixStore>("/worker/attempt_" + l.restart_count, store);
-  return store;
-}
-
-// The rendezvous store. Under torchrun's default rendezvous its agent already serves MASTER_PORT,
-// and every rank is a client under the agent's per-attempt prefix (as torch.distributed does).
-c10::intrusive_ptr<c10d::Store> make_store(const Launch& l, std::chrono::milliseconds timeout) {
-  c10d::TCPStoreOptions o;
-  o.port = static_cast<uint16_t>(l.master_port);
-  o.isServer = !l.agent_store && l.rank == 0;
-  if (!l.agent_store) o.numWorkers = static_cast<size_t>(l.world_size);
-  o.waitWorkers = false;  // the process group's own rendezvous waits for every rank, bounded alike
-  o.timeout = timeout;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-  // 2.4+ ask for the libuv store by default, which Debian 13's LibTorch 2.6 is built without ("use_libuv
-  // was requested but PyTorch was build without libuv support"): fall back to the classic store there.
-  try {
-    return make_tcp_store(l, o);
-  } catch (const c10::Error& e) {
-    if (std::string(e.what()).find("libuv") == std::string::npos) throw;
-    o.useLibUV = false;
-  }
-#endif
-  return make_tcp_store(l, o);
-}
-
-std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
-std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
-
-// Every rank must train on rank 0's config: ranks launched with another one used to run on silently,
-// deadlock in a collective or abort in Gloo. Through the store, before any process group exists: rank
-// 0 publishes its config, every other rank compares its own and answers with the first difference (or
-// none), and rank 0 publishes the verdict, which every rank reads: all stop together, naming the key.
-// Returns the verdict: {} when every rank agrees, else {rank, key, value, rank0, others} (the lowest
-// differing rank, its value and rank 0's at that key, how many more ranks differ).
-nlohmann::json agree_on_config(c10d::Store& store, const Launch& l, const nlohmann::json& same_everywhere,
-                               std::chrono::milliseconds timeout) {
-  using nlohmann::json;
-  const std::string prefix = "poslab/config";
-  const json mine = json::parse(same_everywhere.dump());  // as the other ranks read it: numbers alike
-  if (l.rank != 0) {
-    const json theirs = json::parse(text(store.get(prefix)));
-    json answer = json::object();
-    if (const auto d = first_difference(mine, theirs)) answer = {{"key", d->key}, {"value", d->here}, {"rank0", d->there}};
-    store.set(prefix + "/rank/" + std::to_string(l.rank), bytes(answer.dump()));
-    json verdict = json::parse(text(store.get(prefix + "/verdict")));
-    store.add(prefix + "/read", 1);  // a round trip: rank 0 may stop (and take the store with it) now
-    return verdict;
-  }
-  store.set(prefix, bytes(mine.dump()));
-  json verdict = json::object();
-  int differing = 0;
-  for (int r = 1; r < l.world_size; ++r) {
-    const json answer = json::parse(text(store.get(prefix + "/rank/" + std::to_string(r))));
-    if (answer.empty()) continue;
-    if (differing++ == 0) verdict = {{"rank", r}, {"key", answer["key"]}, {"value", answer["value"]}, {"rank0", answer["rank0"]}};
-  }
-  if (differing > 0) verdict["others"] = differing - 1;
-  store.set(prefix + "/verdict", bytes(verdict.dump()));
-  if (verdict.empty()) return verdict;
-  // Rank 0 serves the store (outside torchrun): it stays until every rank has read the verdict.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (store.add(prefix + "/read", 0) < l.world_size - 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return verdict;
-}
-
-// The verdict as this rank's one-line refusal.
-std::string mismatch_message(const nlohmann::json& verdict, int me) {
-  const int r = verdict["rank"].get<int>();
-  const std::string rank = "rank " + std::to_string(r), value = verdict["value"], rank0 = verdict["rank0"];
-  const int others = verdict.value("others", 0);
-  return rank + "'s config differs from rank 0's at " + verdict["key"].get<std::string>() + ": " + value +
-         (me == r ? " here, " : " on " + rank + ", ") + rank0 + (me == 0 ? " here" : " on rank 0") +
-         (others > 0 ? " (and " + std::to_string(others) + " more rank(s) differ)" : "") +
-         "; every rank stops: launch them all with the same config (only file paths and train.threads may differ)";
 }
 
 class ProcessGroup : public Distributed {
@@ -414,9 +334,30 @@ class ProcessGroup : public Distributed {
 }  // namespace
 #endif
 
+// Set once this process has begun to join its process group: from then on its peers hear of a failure
+// through the group's own rendezvous and collectives, not through tell_peers_of_failure.
+static std::atomic<bool> rendezvous_begun{false};
+
+void tell_peers_of_failure(const Launch& launch, const std::string& error) {
+  if (!launch.distributed() || rendezvous_begun) return;
+#if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
+  try {
+    quiet_c10d_logging();
+    const std::chrono::milliseconds bound(1000LL * std::min(dist_timeout_s(), 30));
+    auto store = make_store(launch, bound);
+    post_failure(*store, launch, error.substr(0, error.find('\n')), bound);
+  } catch (...) {
+    // Best effort: no peer to tell (none started, or rank 0 is gone); this rank's own error is reported anyway.
+  }
+#else
+  (void)error;
+#endif
+}
+
 std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& device, uint64_t seed,
                                      int64_t bucket_bytes, const nlohmann::json& same_everywhere) {
   if (!launch.distributed()) return std::make_unique<LocalProcess>();
+  rendezvous_begun = true;
   const std::string what = "distributed launch (" + launch.launcher + ", world size " +
                            std::to_string(launch.world_size) + "): ";
 #ifndef POSLAB_WITH_NCCL

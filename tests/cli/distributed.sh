@@ -153,6 +153,19 @@ wait
 check "another WORLD_SIZE on rank 1: refused on both" refused2 ws
 check "...naming the world sizes" grep -q "at resolved.world_size: 4 here, 2 on rank 0" ws.r1
 check "five refusals at once, well within the timeouts ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
+# A rank that stops on its own checks before the rendezvous tells the others, which stop at once naming
+# its error (they used to wait for it until the timeout): rank 1, then rank 0.
+start=$(date +%s)
+ranks2_sets early1 "" "--set model.n_layer=0" -- train -c tiny.json --out early1
+check "rank 1 refuses its config: it exits 2, rank 0 exits 1 (exit $(cat early1.rc0), $(cat early1.rc1))" \
+  bash -c '[ "$(cat early1.rc0)" = 1 ] && [ "$(cat early1.rc1)" = 2 ]'
+check "...rank 0 names rank 1 and its error, in one line" \
+  bash -c 'grep -q "^poslab: failed: distributed (rank 0 of 2): rank 1 stopped before the rendezvous: .*model.n_layer must be positive, got 0; every rank stops$" early1.r0 && [ $(grep -c . early1.r0) -eq 1 ]'
+ranks2_sets early0 "--set model.n_layer=0" "" -- train -c tiny.json --out early0
+check "rank 0 refuses its config: rank 1 exits 1 naming it" \
+  bash -c '[ "$(cat early0.rc1)" = 1 ] && grep -q "(rank 1 of 2): rank 0 stopped before the rendezvous: .*model.n_layer must be positive" early0.r1'
+check "...both pairs well within the 10 s timeout ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 15
+check "...and nothing written" bash -c '! ls -d early0 early1 2> /dev/null'
 # What may differ between machines: train.threads, and the path of the same data.
 "$PY" -c 'import random; r = random.Random(0); print("\n".join(" ".join(r.choice(["ab", "ba", "cab", "d"]) for _ in range(12)) for _ in range(200)))' > a.txt
 mkdir -p elsewhere && cp a.txt elsewhere/a.txt && { cat a.txt; echo "ab ba cab d"; } > other.txt
