@@ -274,6 +274,16 @@ void check_probe_options(const ProbeOptions& o, const std::function<std::string(
       throw ConfigError(name("depths") + ": each depth must be in [0, 1] (a fraction of the filler), got " + std::to_string(d));
   for (int L : o.lengths)
     if (L < 1) throw ConfigError(name("lengths") + ": each length must be a positive number of tokens, got " + std::to_string(L));
+  // A value listed twice would probe the same documents twice and count them twice in the effective length.
+  for (size_t i = 0; i < o.depths.size(); ++i)
+    if (std::find(o.depths.begin(), o.depths.begin() + i, o.depths[i]) != o.depths.begin() + i) {
+      std::ostringstream depth;
+      depth << o.depths[i];
+      throw ConfigError(name("depths") + ": " + depth.str() + " is listed twice");
+    }
+  for (size_t i = 0; i < o.lengths.size(); ++i)
+    if (std::find(o.lengths.begin(), o.lengths.begin() + i, o.lengths[i]) != o.lengths.begin() + i)
+      throw ConfigError(name("lengths") + ": " + std::to_string(o.lengths[i]) + " is listed twice");
   if (o.digits < 0 || o.digits > 18) throw ConfigError(name("digits") + ": must be between 1 and 18, got " + std::to_string(o.digits));
   if (!o.template_name.empty() && o.template_name != "auto" && o.template_name != "reference" && o.template_name != "compact")
     throw ConfigError(name("template") + ": unknown '" + o.template_name + "' (allowed: auto, reference, compact)");

@@ -23,6 +23,8 @@ expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" probe --ru
 expect_fail 2 "--haystack: unknown 'hay' (allowed: noise, text)" -- "$POSLAB" probe --run run --haystack hay
 expect_fail 2 "--threshold: must be in (0, 1]" -- "$POSLAB" probe --run run --threshold 2
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" probe --run nowhere
+# A depth listed twice would probe the same documents twice and count them twice in the effective length.
+expect_fail 2 "--depths: 0.5 is listed twice" -- "$POSLAB" probe --run run --depths 0,0.5,0.5
 check "nothing written by refused probes" test ! -e run/probe-passkey.json -a ! -e run/probe-needle.json
 # A task run's vocabulary has no capital letters: the template cannot be written.
 printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 2, "precision": "fp32"}}\n' > task.json
@@ -103,9 +105,13 @@ JSON
 printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"passkey": {"trails": 5}}}\n' > bad1.json
 printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"needle": {}}}\n' > bad2.json
 printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"passkey": {"depths": [2]}}}\n' > bad3.json
+printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"passkey": {"depths": [0, 0]}}}\n' > bad4.json
+printf '{"name": "bad", "base": "text.json", "grid": {"seed": [1]}, "probes": {"passkey": {"lengths": [64, 64]}}}\n' > bad5.json
 expect_fail 2 "probes.passkey.trails: unknown key (allowed: lengths, depths" -- "$POSLAB" compare -c bad1.json --out c1
 expect_fail 2 "probes.needle: unknown probe 'needle' (allowed: passkey, mqar)" -- "$POSLAB" compare -c bad2.json --out c1
 expect_fail 2 "probes.passkey.depths: each depth must be in [0, 1]" -- "$POSLAB" compare -c bad3.json --out c1
+expect_fail 2 "probes.passkey.depths: 0 is listed twice" -- "$POSLAB" compare -c bad4.json --out c1
+expect_fail 2 "probes.passkey.lengths: 64 is listed twice" -- "$POSLAB" compare -c bad5.json --out c1
 check "refused experiments train nothing" test ! -e c1
 "$POSLAB" compare -c exp.json --out cmp > cmp.out 2>&1
 check "compare prints the retrieval table" grep -q "passkey retrieval: exact match by length" cmp.out
