@@ -39,6 +39,8 @@ static std::string what_to_reduce(const std::string& command) {
     return "reduce model.n_embd, model.n_layer, train.batch_size or the evaluated length (the last checkpoint is intact)";
   if (command == "pe") return "ask for fewer --positions or a smaller --dim";
   if (command == "sample") return "ask for fewer --tokens";
+  if (command == "probe") return "ask for shorter --lengths or fewer --trials";
+  if (command == "attention") return "ask for shorter --lengths or fewer --sequences";
   return "ask for shorter --lengths or a smaller --batch-size";
 }
 
