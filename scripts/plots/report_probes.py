@@ -104,7 +104,10 @@ def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
             continue
     per_group = {g: mean_over_seeds(ps) for g, ps in seeds.items()}
     n_seeds = sorted({len(ps) for ps in seeds.values()})
-    shown = [g for g in groups if g in per_group]
+    # Only the groups the probe stands for: with an eval grid, a variant with its own RoPE scaling shares
+    # the cell's probe file, which was decoded without that scaling.
+    probed = {x["group"] for x in res["probes"][task]["groups"]}
+    shown = [g for g in groups if g in per_group and g in probed]
     if not shown:
         return False
     cols = min(4, len(shown))

@@ -41,6 +41,13 @@ std::string experiment_item_key(const Experiment& e) {
   return e.group_keys.empty() ? "" : e.group_keys[0];
 }
 
+std::string unit_group(const Experiment& e, const Cell& c, const EvalVariant* variant) {
+  if (!variant) return c.group;
+  bool one_group = true;
+  for (const auto& other : e.cells) one_group = one_group && other.group == e.cells[0].group;
+  return one_group ? variant->name : c.group + ", eval=" + variant->name;
+}
+
 json aggregate_results(const Experiment& e, const std::string& out) {
   json cells = json::array();
   std::vector<std::string> groups;
@@ -61,8 +68,6 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   const std::string item_key = experiment_item_key(e);
   std::vector<std::string> group_keys = e.group_keys;
   if (!e.eval_grid.empty()) group_keys.push_back("eval");
-  bool one_group = true;
-  for (const auto& c : e.cells) one_group = one_group && c.group == e.cells[0].group;
   // With an eval grid, each (cell, variant) is a unit of its own; otherwise each cell with its eval.json.
   std::vector<std::pair<const Cell*, const EvalVariant*>> units;
   for (const auto& c : e.cells) {
@@ -72,7 +77,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   for (const auto& [cp, variant] : units) {
     Cell c = *cp;
     if (variant) {
-      c.group = one_group ? variant->name : c.group + ", eval=" + variant->name;
+      c.group = unit_group(e, *cp, variant);
       c.settings["eval"] = variant->name;
     }
     if (!group_settings.count(c.group)) group_settings[c.group] = c.settings;

@@ -77,6 +77,9 @@ nlohmann::json run_experiment(const Experiment& experiment, const CompareOptions
 // The grid key whose values a report compares (the encoding when it is in the grid; else the
 // first grid key); the other keys form scenarios.
 std::string experiment_item_key(const Experiment& experiment);
+// The group of a cell's rows: its own, or with an eval grid the variant's ("rope, eval=yarn"; the variant's
+// name alone when the grid has one group).
+std::string unit_group(const Experiment& experiment, const Cell& cell, const EvalVariant* variant);
 // A grid value as cell names, groups and report rows spell it: a string as itself, anything else as JSON.
 std::string grid_value_text(const nlohmann::json& value);
 // Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).

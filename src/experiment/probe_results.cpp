@@ -43,6 +43,28 @@ std::string probe_setting(const std::string& task, const json& p) {
   return std::to_string(p.value("digits", 0)) + "-digit keys, " + p.value("haystack", std::string()) + " filler, depths pooled";
 }
 
+// The rows a cell's probe stands beside, as (group, settings): the cell's own; with an eval grid, those of
+// the variants that evaluate the model with the RoPE scaling it has as trained, as the probe decodes it (a
+// variant's eval.rope_scaling changes the model, and the probe did not run with it).
+std::vector<std::pair<std::string, json>> probe_units(const Experiment& e, const Cell& c, const std::string& out) {
+  if (e.eval_grid.empty()) return {{c.group, c.settings}};
+  json config = c.config;
+  const std::string saved = out + "/cells/" + c.name + "/config.json";
+  if (file_exists(saved)) config = read_json_file(saved);
+  std::vector<std::pair<std::string, json>> units;
+  for (const auto& v : e.eval_grid) {
+    json with = config;
+    apply_overrides(with, v.overrides);
+    const json kind = with.is_object() && with.contains("eval") ? with["eval"].value("rope_scaling", json::object()).value("kind", json("none"))
+                                                                : json("none");
+    if (kind != "none") continue;
+    json settings = c.settings;
+    settings["eval"] = v.name;
+    units.push_back({unit_group(e, c, &v), settings});
+  }
+  return units;
+}
+
 }  // namespace
 
 void add_probe_results(json& results, const Experiment& e, const std::string& out) {
@@ -74,30 +96,32 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         for (const char* k : {"pairs", "queries", "gaps"})
           if (p.contains(k)) meta[k] = p[k];
       }
-      if (!groups.count(c.group)) order.push_back(c.group);
-      auto& g = groups[c.group];
-      g.item = c.settings.contains(item_key) ? (c.settings[item_key].is_string() ? c.settings[item_key].get<std::string>()
-                                                                                : c.settings[item_key].dump())
-                                             : c.group;
-      g.effective.push_back(p["effective_length"].get<double>());
-      std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
-      for (const auto& r : p["results"]) {
-        const bool counted = r["control"].is_null() || (r["control"] == "no_needle" && !r["depth"].is_null());
-        if (!counted || r.value("axis", "distance") != "distance") continue;  // mqar: the distance axis, as its effective length
-        const int L = r["length"].get<int>();
-        auto& la = g.lengths[L];
-        if (r["status"] != "ok") {
-          if (la.status.empty()) la.status = r["status"];
-          continue;
+      for (const auto& [group, settings] : probe_units(e, c, out)) {
+        if (!groups.count(group)) order.push_back(group);
+        auto& g = groups[group];
+        g.item = settings.contains(item_key) ? (settings[item_key].is_string() ? settings[item_key].get<std::string>()
+                                                                              : settings[item_key].dump())
+                                             : group;
+        g.effective.push_back(p["effective_length"].get<double>());
+        std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
+        for (const auto& r : p["results"]) {
+          const bool counted = r["control"].is_null() || (r["control"] == "no_needle" && !r["depth"].is_null());
+          if (!counted || r.value("axis", "distance") != "distance") continue;  // mqar: the distance axis, as its effective length
+          const int L = r["length"].get<int>();
+          auto& la = g.lengths[L];
+          if (r["status"] != "ok") {
+            if (la.status.empty()) la.status = r["status"];
+            continue;
+          }
+          const auto n = r["trials"].get<int64_t>();
+          const auto k = static_cast<int64_t>(std::llround(r["exact"].get<double>() * static_cast<double>(n)));
+          pooled[L].first += k, pooled[L].second += n;
         }
-        const auto n = r["trials"].get<int64_t>();
-        const auto k = static_cast<int64_t>(std::llround(r["exact"].get<double>() * static_cast<double>(n)));
-        pooled[L].first += k, pooled[L].second += n;
-      }
-      for (const auto& [L, kn] : pooled) {
-        auto& la = g.lengths[L];
-        la.exact.push_back(static_cast<double>(kn.first) / static_cast<double>(kn.second));
-        la.k += kn.first, la.n += kn.second;
+        for (const auto& [L, kn] : pooled) {
+          auto& la = g.lengths[L];
+          la.exact.push_back(static_cast<double>(kn.first) / static_cast<double>(kn.second));
+          la.k += kn.first, la.n += kn.second;
+        }
       }
     }
     if (order.empty()) continue;

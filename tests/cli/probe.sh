@@ -256,6 +256,36 @@ assert "effective length of at least 1x: alibi 1 of 2)" in w, w
 assert "rope 0 of" not in w and "rope 1 of" not in w, w
 PY
 
+# With an eval grid, each trained cell's probe stands beside the rows of the variants that evaluate it as the
+# probe decoded it (no RoPE scaling of their own), not beside a scaled variant's, and the report finds it.
+cat > egrid.json <<JSON
+{"name": "eg", "base": "text.json", "set": {"train.max_iters": 2, "eval.lengths": [64, 128], "eval.tokens": 256},
+ "grid": {"model.pos_encoding.kind": ["rope", "xpos"]},
+ "eval_grid": {"none": {}, "yarn": {"eval.rope_scaling": {"kind": "yarn", "factor": 2}}},
+ "probes": {"passkey": {"lengths": [64, 128], "trials": 3, "depths": [0]}}}
+JSON
+"$POSLAB" compare -c egrid.json --out egrid > egrid.out 2>&1
+check "eval grid: the probe's columns fill the rows of the unscaled variant only" /usr/bin/python3 - egrid <<'PY'
+import csv, json, os, sys
+out = sys.argv[1]
+res = json.load(open(os.path.join(out, "results.json")))
+groups = {g["group"]: g for g in res["probes"]["passkey"]["groups"]}
+assert sorted(groups) == ["rope, eval=none", "xpos, eval=none"], sorted(groups)
+assert [groups[g]["item"] for g in sorted(groups)] == ["rope", "xpos"]
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"), newline="")))
+assert len(rows) == 8
+for r in rows:
+    if r["group"].endswith("eval=none"):
+        l = next(x for x in groups[r["group"]]["lengths"] if x["length"] == int(r["length"]))
+        assert r["passkey_exact_mean"] != "" and float(r["passkey_exact_mean"]) == l["exact_mean"], r
+        assert r["passkey_effective_length_mean"] != "", r
+    else:
+        assert r["passkey_exact_mean"] == "" and r["passkey_effective_length_mean"] == "", r
+PY
+if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
+  check "eval grid: the report's retrieval table has the probed rows" grep -q "^| rope, eval=none | 0" egrid/report.md
+fi
+
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
   check "the report shows retrieval beside loss" grep -q "Beside it: retrieval by length" cmp/report.html
   check "the report draws retrieval against length and the heat maps" test -s cmp/retrieval.png -a -s cmp/retrieval_heatmaps.png
