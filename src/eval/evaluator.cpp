@@ -158,6 +158,8 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
   if (!o.overrides.empty()) {
     json j = config_to_json(run.config);
     apply_overrides(j, o.overrides);
+    // Checked against the lengths this evaluation runs (--lengths), not the run's own eval.lengths.
+    if (!o.lengths.empty()) j["eval"]["lengths"] = o.lengths;
     run.config.eval = config_from_json(j).eval;
   }
   const Config& c = run.config;

@@ -77,6 +77,13 @@ expect_fail 2 "--lengths: 128 tokens cannot be probed: the encoding represents 6
 expect_fail 2 "--lengths: 40 tokens cannot be probed: the compact template with 2-digit keys needs more than 46 tokens" -- \
   "$POSLAB" probe --run run --lengths 40 --no-plot
 check "a refused --lengths writes no probe file" test ! -e lrun/probe-passkey.json
+# eval.key_short is checked against the lengths evaluated (--lengths), not the run's own eval.lengths ([64]).
+"$POSLAB" eval --run run --lengths 64,128 --tokens 200 --set eval.key_short=100 --tag ks > ks.log 2>&1
+check "eval --lengths 64,128 --set eval.key_short=100 on a run evaluated at 64 runs (got: $(tail -1 ks.log))" \
+  /usr/bin/python3 -c '
+import json
+r = {x["length"]: x["key_tokens"] for x in json.load(open("run/eval-ks.json"))["results"]}
+assert r[64] is None and r[128]["short_context"] == 100, r'
 # Without --lengths the run's own evaluation lengths are probed: those past the table are n/a, the others run.
 "$POSLAB" train -c learned.json --set 'eval.lengths=[64,128]' --out lrun2 >/dev/null 2>&1
 "$POSLAB" probe --run lrun2 --trials 3 --no-plot > lrun2.log 2>&1
