@@ -587,6 +587,11 @@ Config config_from_json(const json& j) {
     const int longest = e.lengths.empty() ? 8 * c.model.block_size : *std::max_element(e.lengths.begin(), e.lengths.end());
     require(e.key_short < longest, "eval.key_short",
             "fewer tokens than the longest length evaluated (" + std::to_string(longest) + "), or -1 (off)", e.key_short);
+    // The short-context pass runs windows of key_short tokens: a learned table has no rows past its block.
+    require(c.model.pos_encoding.kind != "learned" || e.key_short <= c.model.block_size, "eval.key_short",
+            "at most model.block_size (" + std::to_string(c.model.block_size) +
+                ") with a learned table: the short-context pass reads windows of that many tokens",
+            e.key_short);
   }
   require(e.batches > 0, "eval.batches", "positive", e.batches);
   require(e.batch_size > 0, "eval.batch_size", "positive", e.batch_size);

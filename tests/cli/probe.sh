@@ -84,6 +84,13 @@ check "eval --lengths 64,128 --set eval.key_short=100 on a run evaluated at 64 r
 import json
 r = {x["length"]: x["key_tokens"] for x in json.load(open("run/eval-ks.json"))["results"]}
 assert r[64] is None and r[128]["short_context"] == 100, r'
+# Key tokens' short-context pass reads windows of eval.key_short tokens: past a learned table it is refused
+# before any work (it failed after training, or after evaluating, with exit 1).
+expect_fail 2 "eval.key_short must be at most model.block_size (64) with a learned table" -- \
+  "$POSLAB" eval --run lrun --lengths 64,128 --tokens 200 --set eval.key_short=100
+expect_fail 2 "eval.key_short must be at most model.block_size (64) with a learned table" -- \
+  "$POSLAB" train -c learned.json --set 'eval.lengths=[64,128]' --set eval.key_short=100 --out kshort
+check "a refused eval.key_short trains nothing" test ! -e kshort
 # Without --lengths the run's own evaluation lengths are probed: those past the table are n/a, the others run.
 "$POSLAB" train -c learned.json --set 'eval.lengths=[64,128]' --out lrun2 >/dev/null 2>&1
 "$POSLAB" probe --run lrun2 --trials 3 --no-plot > lrun2.log 2>&1
