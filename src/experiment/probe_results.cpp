@@ -198,7 +198,21 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
               (eff > 0 ? fmt(eff / mq["train_length"].get<double>(), "%.0fx") : "none");
       first = false;
     }
-    results["what_this_shows"] = results["what_this_shows"].get<std::string>() + " " + text + ".";
+    text += ".";
+    // As for the passkey below: an effective length of none says nothing about distance where the task was
+    // not learned at the training length itself.
+    const int train = mq["train_length"].get<int>();
+    double at_train = -1;
+    std::string at_train_name;
+    for (const auto& g : mq["groups"])
+      for (const auto& l : g["lengths"])
+        if (l["length"] == train && l["exact_mean"].is_number() && l["exact_mean"].get<double>() > at_train)
+          at_train = l["exact_mean"].get<double>(), at_train_name = g["item"];
+    if (at_train >= 0 && at_train < mq["threshold"].get<double>())
+      text += " No encoding answers every query reliably even at the training length (best: " + at_train_name + ", " +
+              fmt(at_train) + " of examples at " + std::to_string(train) + " tokens): the models did not learn the task at " +
+              "this budget, so the mqar probe says nothing here about the longer context, for or against.";
+    results["what_this_shows"] = results["what_this_shows"].get<std::string>() + " " + text;
     return;
   }
   if (results.value("metric", "") != "loss") return;

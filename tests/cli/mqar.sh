@@ -230,6 +230,11 @@ for r in rows:
         assert abs(float(r["mqar_exact_mean"]) - want) < 1e-9, (r, want)
 assert any(r["mqar_exact_mean"] != "" for r in rows) and all(r["passkey_exact_mean"] == "" for r in rows)
 assert "Retrieval (mqar, distance axis, 2 pairs, power gaps)" in res["what_this_shows"], res["what_this_shows"]
+# After 3 steps nothing answers at the training length: an effective length of none is then not about distance.
+at_train = max(l["exact_mean"] for g in mq["groups"] for l in g["lengths"] if l["length"] == 9)
+unlearned = "the models did not learn the task at this budget" in res["what_this_shows"]
+assert unlearned == (at_train < mq["threshold"]), (at_train, res["what_this_shows"])
+assert unlearned, at_train
 PY
 if $PY -c "import matplotlib" 2>/dev/null; then
   "$POSLAB" compare -c exp.json --out cmp > /dev/null 2>&1
