@@ -28,6 +28,7 @@ static std::vector<double> parse_depths(const std::string& text) {
     out.push_back(v);
   }
   if (out.empty()) throw ConfigError("--depths: expected a comma-separated list of fractions in [0, 1]");
+  if (text.back() == ',') throw ConfigError("--depths: '" + text + "' ends with a comma (expected e.g. 0,0.25,0.5,0.75,1)");
   return out;
 }
 

@@ -38,6 +38,8 @@ std::vector<int> parse_lengths(const std::string& text, const std::string& optio
     out.push_back(v);
   }
   if (out.empty()) throw ConfigError(option + ": expected a comma-separated list of lengths");
+  // getline drops an empty last item: "64," would pass as "64" (a length left out, as like as not).
+  if (text.back() == ',') throw ConfigError(option + ": '" + text + "' ends with a comma (expected e.g. 32,64,128)");
   return out;
 }
 

@@ -77,6 +77,7 @@ else
 fi
 # Given empty, a list is an error, not the default.
 for cmd in eval attention probe; do
+  expect_fail 2 "--lengths: '8,' ends with a comma" -- "$POSLAB" $cmd --run run --lengths 8,
   expect_fail 2 "--lengths: expected a comma-separated list of lengths" -- "$POSLAB" $cmd --run run --lengths ""
 done
 expect_fail 2 "--depths: expected a comma-separated list of fractions" -- "$POSLAB" probe --run run --depths ""

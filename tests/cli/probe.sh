@@ -25,6 +25,7 @@ expect_fail 2 "--threshold: must be in (0, 1]" -- "$POSLAB" probe --run run --th
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" probe --run nowhere
 # A depth listed twice would probe the same documents twice and count them twice in the effective length.
 expect_fail 2 "--depths: 0.5 is listed twice" -- "$POSLAB" probe --run run --depths 0,0.5,0.5
+expect_fail 2 "--depths: '0,0.5,' ends with a comma" -- "$POSLAB" probe --run run --depths 0,0.5,
 # Too many documents for memory: the advice names the probe's own options (it has no --batch-size).
 expect_fail 1 "ask for shorter --lengths or fewer --trials" -- "$POSLAB" probe --run run --lengths 64 --trials 2000000000 --no-plot
 check "nothing written by refused probes" test ! -e run/probe-passkey.json -a ! -e run/probe-needle.json
