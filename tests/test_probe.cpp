@@ -176,6 +176,23 @@ TEST(ProbeStats, EffectiveLengthRule) {
   EXPECT_EQ(effective_length({{64, 5, 5}}, 0.85), 0) << "5 of 5 is not enough evidence for 0.85 (bound 0.566)";
 }
 
+// From a probe's rows: controls do not count, a length past a learned table fails, and a length too short for
+// the template (a compare grid lets it through as n/a) was not tested, so it neither stops nor counts.
+TEST(ProbeStats, EffectiveLengthFromRows) {
+  auto row = [](int L, const nlohmann::json& control, const std::string& status, double exact) {
+    nlohmann::json r = {{"length", L}, {"depth", 0.0}, {"control", control}, {"status", status}, {"trials", 50}, {"exact", exact}};
+    if (status != "ok") r["trials"] = 0, r["exact"] = nullptr;
+    return r;
+  };
+  const std::string too_short = "n/a: the compact template with 2-digit keys needs more than 46 tokens";
+  const nlohmann::json ok = {row(32, nullptr, too_short, 0), row(64, nullptr, "ok", 1.0), row(128, nullptr, "ok", 1.0),
+                             row(128, "adjacent", "ok", 0.0)};
+  EXPECT_EQ(effective_length_of(ok, 0.85), 128);
+  const nlohmann::json past = {row(64, nullptr, "ok", 1.0), row(128, nullptr, "n/a: the encoding represents 64 positions", 0),
+                               row(256, nullptr, "ok", 1.0)};
+  EXPECT_EQ(effective_length_of(past, 0.85), 64) << "past a learned table is a failure";
+}
+
 static GPT probe_model_of(const std::string& kind, int64_t vocab) {
   ModelConfig m = poslab::testing::tiny(kind);
   m.vocab_size = vocab;

@@ -58,6 +58,10 @@ struct KeyScores {
 // allow_cache false: always recompute (the tests' reference for the cached path).
 KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& runtime, bool allow_cache = true);
 
+// The effective length (docs/probes.md) of a probe's result rows: exact match pooled per length over the
+// rows that are not controls; an n/a length counts as a failure, one too short for the template not at all.
+int effective_length_of(const nlohmann::json& results, double threshold);
+
 // Runs the probe on a loaded model. The JSON is the file's content (see docs/probes.md).
 nlohmann::json probe_model(GPT& model, const CharTokenizer& tok, const Config& config, const ProbeOptions& options,
                            const Runtime& runtime);
