@@ -269,8 +269,10 @@ void check_probe_options(const ProbeOptions& o, const std::function<std::string(
   if (std::find(kProbeTasks.begin(), kProbeTasks.end(), o.task) == kProbeTasks.end())
     throw ConfigError(name("task") + ": unknown probe '" + o.task + "' (allowed: passkey, mqar)");
   if (o.trials < 1) throw ConfigError(name("trials") + ": must be at least 1, got " + std::to_string(o.trials));
-  if (!(o.threshold > 0 && o.threshold <= 1))
-    throw ConfigError(name("threshold") + ": must be in (0, 1] (a lower bound of exact match), got " + std::to_string(o.threshold));
+  // The lower Wilson bound of n successes in n trials is n / (n + z^2): below 1 at any number of trials.
+  if (!(o.threshold > 0 && o.threshold < 1))
+    throw ConfigError(name("threshold") + ": must be in (0, 1) (a lower 95% bound of exact match, which never reaches 1), got " +
+                      std::to_string(o.threshold));
   if (o.haystack != "noise" && o.haystack != "text")
     throw ConfigError(name("haystack") + ": unknown '" + o.haystack + "' (allowed: noise, text)");
   for (double d : o.depths)

@@ -21,7 +21,10 @@ expect_fail 2 "--depths: '-0.1' is not a fraction in [0, 1]" -- "$POSLAB" probe 
 expect_fail 2 "--trials: must be at least 1, got 0" -- "$POSLAB" probe --run run --trials 0
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" probe --run run --lengths 0
 expect_fail 2 "--haystack: unknown 'hay' (allowed: noise, text)" -- "$POSLAB" probe --run run --haystack hay
-expect_fail 2 "--threshold: must be in (0, 1]" -- "$POSLAB" probe --run run --threshold 2
+expect_fail 2 "--threshold: must be in (0, 1)" -- "$POSLAB" probe --run run --threshold 2
+# A threshold of 1 no lower bound reaches: every effective length would be 0, whatever the model.
+expect_fail 2 "--threshold: must be in (0, 1) (a lower 95% bound of exact match, which never reaches 1)" -- \
+  "$POSLAB" probe --run run --threshold 1
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" probe --run nowhere
 # A depth listed twice would probe the same documents twice and count them twice in the effective length.
 expect_fail 2 "--depths: 0.5 is listed twice" -- "$POSLAB" probe --run run --depths 0,0.5,0.5
