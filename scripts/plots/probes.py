@@ -64,8 +64,9 @@ def plot_probe(probe, out):
                                                             probe.get("train_length"), probe.get("effective_length")))
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()
-    fig.savefig(out, dpi=style.DPI)
-    plt.close(fig)
+    # Tight bounds widen the picture to its title (with few lengths the axes are narrower than it), and the
+    # file is written whole or not at all.
+    style.save(fig, out)
 
 
 def length_curve(probe):

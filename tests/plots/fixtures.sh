@@ -41,6 +41,7 @@ check "report sentences: cells of an eval grid, column names, experiment file, r
   "$PY" "$ROOT/tests/plots/report_text_check.py" "$ROOT/scripts"
 check "report heat maps: exact match averaged over seeds, cell by cell" \
   "$PY" "$ROOT/tests/plots/heatmap_mean_check.py" "$ROOT/scripts"
+check "a run's probe heat map holds its whole title" "$PY" "$ROOT/tests/plots/probe_title_check.py" "$ROOT/scripts"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

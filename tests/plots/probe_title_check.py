@@ -1,0 +1,31 @@
+"""A run's probe heat map shows its whole title: with few lengths the figure is narrower than the title's
+two lines, and the picture must widen to hold them rather than cut them off at both sides."""
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, sys.argv[1])
+import matplotlib  # noqa: E402
+
+matplotlib.use("Agg")
+import matplotlib.image  # noqa: E402
+import matplotlib.pyplot as plt  # noqa: E402
+from plots import probes, style  # noqa: E402
+
+results = [{"length": L, "depth": d, "control": None, "status": "ok", "trials": 10, "exact": 1.0 if L == 64 else 0.0}
+           for L in (64, 128, 256) for d in (0.0, 0.25, 0.5, 0.75)]
+probe = {"task": "passkey", "encoding": "rope", "template": "compact", "digits": 2, "train_length": 64,
+         "effective_length": 64, "results": results}
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "probe-passkey.png")
+    probes.plot_probe(probe, out)
+    width = matplotlib.image.imread(out).shape[1]
+    assert not [f for f in os.listdir(d) if ".tmp" in f], os.listdir(d)
+# The title's widest line, drawn alone at the picture's resolution.
+fig = plt.figure(dpi=style.DPI)
+line = "passkey probe, rope: exact match (compact template, 2-digit keys)"
+text = fig.text(0, 0, line, fontsize=10)
+fig.canvas.draw()
+need = text.get_window_extent().width
+plt.close(fig)
+assert width >= need, "the heat map is %d pixels wide, its title's first line %d: the title is cut off" % (width, need)
