@@ -67,32 +67,26 @@ json eval_task_length(GPT& model, const TaskCorpus& corpus, const Config& c, int
 
 }  // namespace
 
-namespace {
-// Sets the model's RoPE scaling for one evaluation and restores its own (trained-with) one afterwards.
-struct ScopedRopeScaling {
-  GPT& model;
-  RopeScaling previous;
-  ScopedRopeScaling(GPT& m, const RopeScaling& s) : model(m), previous(m->pos->rope_scaling()) {
-    model->pos->set_rope_scaling(s);
-  }
-  ~ScopedRopeScaling() { model->pos->set_rope_scaling(previous); }
-};
-}  // namespace
+EvalRopeScaling::EvalRopeScaling(GPT& m, const Config& c, const std::optional<RopeScalingConfig>& asked,
+                                 int64_t train_tokens)
+    : model(m), previous(m->pos->rope_scaling()), scaling(previous) {
+  if (asked || c.eval.rope_scaling.kind != "none") scaling = to_rope_scaling(asked.value_or(c.eval.rope_scaling), train_tokens);
+  model->pos->set_rope_scaling(scaling);
+}
+
+EvalRopeScaling::~EvalRopeScaling() { model->pos->set_rope_scaling(previous); }
+
+json EvalRopeScaling::to_json() const {
+  return scaling.active() ? json{{"kind", scaling.kind}, {"factor", scaling.factor}, {"original_length", scaling.original_length}}
+                          : json("none");
+}
 
 json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptions& o, const Runtime& rt) {
   torch::InferenceMode guard;
   set_blas_threads(rt, /*shards_running=*/false);  // whole batches, after training's shards
   model->eval();
-  // The scaling asked for (the option, else an active eval.rope_scaling), else the one the model
-  // trained with (model.pos_encoding.rope_scaling, "none" for most runs).
-  RopeScaling scaling = model->pos->rope_scaling();
-  if (o.rope_scaling || c.eval.rope_scaling.kind != "none")
-    scaling = to_rope_scaling(o.rope_scaling.value_or(c.eval.rope_scaling), corpus.tokens_at(corpus.train_length()));
-  ScopedRopeScaling scoped(model, scaling);
-  const json scaling_json = scaling.active() ? json{{"kind", scaling.kind},
-                                                    {"factor", scaling.factor},
-                                                    {"original_length", scaling.original_length}}
-                                             : json("none");
+  const EvalRopeScaling scaling(model, c, o.rope_scaling, corpus.tokens_at(corpus.train_length()));
+  const json scaling_json = scaling.to_json();
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
     if (rt.device.is_cpu()) check_evaluation_fits(c, corpus.tokens_at(length));  // every length, before any work

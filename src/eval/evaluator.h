@@ -34,6 +34,20 @@ struct EvalOptions {
   int64_t chunk_targets = int64_t{1} << 20;
 };
 
+// The RoPE scaling of one evaluation (eval, probe), set on the model while this lives, then the model's own
+// (trained-with) one again: the one asked for (a command's option), else an active eval.rope_scaling of
+// `c`, else the model's own (model.pos_encoding.rope_scaling, "none" for most runs). `train_tokens` is the
+// original_length a config's 0 stands for.
+struct EvalRopeScaling {
+  EvalRopeScaling(GPT& model, const Config& c, const std::optional<RopeScalingConfig>& asked, int64_t train_tokens);
+  ~EvalRopeScaling();
+  EvalRopeScaling(const EvalRopeScaling&) = delete;
+  EvalRopeScaling& operator=(const EvalRopeScaling&) = delete;
+  nlohmann::json to_json() const;  // "none", or {kind, factor, original_length} as eval.json records it
+  GPT& model;
+  RopeScaling previous, scaling;
+};
+
 // A window of the text protocols: tokens start .. start+L-1 in, scoring its targets at positions [lo, hi).
 struct TextWindow {
   int64_t start, lo, hi;

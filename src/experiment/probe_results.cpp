@@ -44,20 +44,24 @@ std::string probe_setting(const std::string& task, const json& p) {
 }
 
 // The rows a cell's probe stands beside, as (group, settings): the cell's own; with an eval grid, those of
-// the variants that evaluate the model with the RoPE scaling it has as trained, as the probe decodes it (a
-// variant's eval.rope_scaling changes the model, and the probe did not run with it).
+// the variants that evaluate the model with the RoPE scaling the probe decoded it with, the cell's own
+// eval.rope_scaling (a variant's other eval.rope_scaling changes the model, and the probe did not run with it).
 std::vector<std::pair<std::string, json>> probe_units(const Experiment& e, const Cell& c, const std::string& out) {
   if (e.eval_grid.empty()) return {{c.group, c.settings}};
   json config = c.config;
   const std::string saved = out + "/cells/" + c.name + "/config.json";
   if (file_exists(saved)) config = read_json_file(saved);
+  // The scaling a config evaluates with: "none" for an inactive one, whatever its other keys hold.
+  const auto scaling_of = [](const json& cfg) {
+    const json r = cfg.is_object() && cfg.contains("eval") ? cfg["eval"].value("rope_scaling", json::object()) : json::object();
+    return r.value("kind", json("none")) == "none" ? json("none") : r;
+  };
+  const json probed = scaling_of(config);
   std::vector<std::pair<std::string, json>> units;
   for (const auto& v : e.eval_grid) {
     json with = config;
     apply_overrides(with, v.overrides);
-    const json kind = with.is_object() && with.contains("eval") ? with["eval"].value("rope_scaling", json::object()).value("kind", json("none"))
-                                                                : json("none");
-    if (kind != "none") continue;
+    if (scaling_of(with) != probed) continue;
     json settings = c.settings;
     settings["eval"] = v.name;
     units.push_back({unit_group(e, c, &v), settings});

@@ -371,7 +371,11 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   if (o.threads > 0) rc.train.threads = o.threads;  // the run's cell may have had a share of the cores
   Runtime rt = make_runtime(rc);
   run.model->to(rt.device);
+  // As eval does: with the run's eval.rope_scaling where it has one, so that a report's row pairs its loss
+  // and its retrieval from one model.
+  const EvalRopeScaling scaling(run.model, c, std::nullopt, o.task == "mqar" ? mqar_train_tokens(c) : c.model.block_size);
   json out = probe_model(run.model, run.tokenizer, c, o, rt);
+  out["rope_scaling"] = scaling.to_json();
   out["run"] = dir;
   out["step"] = run.state.step;
   write_file_atomic(dir + "/probe-" + o.task + ".json", out.dump(1) + "\n");
@@ -384,6 +388,8 @@ std::string format_probe_table(const json& p) {
   const bool mqar = p["task"] == "mqar";
   out << p["task"].get<std::string>() << " probe of " << p["encoding"].get<std::string>() << " (trained at "
       << p["train_length"] << " tokens; ";
+  if (p.contains("rope_scaling") && p["rope_scaling"].is_object())
+    out << p["rope_scaling"]["kind"].get<std::string>() << " RoPE scaling x" << p["rope_scaling"]["factor"].get<double>() << ", ";
   if (mqar)
     out << p["pairs"] << " pairs, " << p["queries"] << " queries, " << p["gaps"].get<std::string>() << " gaps, ";
   else

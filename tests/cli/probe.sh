@@ -304,6 +304,43 @@ if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
   check "eval grid: the report's retrieval table has the probed rows" grep -q "^| rope, eval=none | 0" egrid/report.md
 fi
 
+# A run whose config evaluates with a RoPE scaling is probed with it too, as eval evaluates it, and the
+# file says so: the same weights (eval.rope_scaling does not change training) give other key log-probs.
+"$POSLAB" train -c text.json --set model.pos_encoding.kind=rope --out rplain >/dev/null 2>&1
+"$POSLAB" train -c text.json --set model.pos_encoding.kind=rope --set eval.rope_scaling.kind=yarn \
+  --set eval.rope_scaling.factor=4 --out ryarn >/dev/null 2>&1
+check "eval.rope_scaling trains the same weights" cmp -s rplain/model.pt ryarn/model.pt
+for r in rplain ryarn; do "$POSLAB" probe --run $r --lengths 64,128 --trials 3 --depths 0 --no-plot > $r.out 2>&1; done
+check "the probe of a run with eval.rope_scaling runs with it, and records it" /usr/bin/python3 - <<'PY'
+import json
+plain, yarn = (json.load(open(r + "/probe-passkey.json")) for r in ("rplain", "ryarn"))
+assert plain["rope_scaling"] == "none", plain["rope_scaling"]
+assert yarn["rope_scaling"] == {"kind": "yarn", "factor": 4.0, "original_length": 64}, yarn["rope_scaling"]
+lp = lambda p: [r["key_logprob"] for r in p["results"] if r["status"] == "ok"]
+assert len(lp(plain)) == len(lp(yarn)) > 0 and lp(plain) != lp(yarn), (lp(plain), lp(yarn))
+PY
+check "...and its table says so" grep -q "yarn RoPE scaling x4" ryarn.out
+# In a grid whose cells evaluate with a scaling of their own, the probe (run with it) stands beside the
+# variant that keeps it, not beside the one that turns it off.
+cat > egrid2.json <<JSON
+{"name": "eg2", "base": "text.json", "set": {"train.max_iters": 2, "eval.lengths": [64, 128], "eval.tokens": 256,
+ "eval.rope_scaling": {"kind": "yarn", "factor": 2}},
+ "grid": {"model.pos_encoding.kind": ["rope"]},
+ "eval_grid": {"own": {}, "off": {"eval.rope_scaling.kind": "none"}},
+ "probes": {"passkey": {"lengths": [64, 128], "trials": 3, "depths": [0]}}}
+JSON
+"$POSLAB" compare -c egrid2.json --out egrid2 --no-plots > egrid2.out 2>&1
+check "a cell's own eval.rope_scaling: the probe stands beside the variant that keeps it" /usr/bin/python3 - egrid2 <<'PY'
+import csv, json, os, sys
+out = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(out, "results.csv"), newline="")))
+assert sorted(r["group"] for r in rows) == ["off", "off", "own", "own"], [r["group"] for r in rows]
+for r in rows:
+    assert (r["passkey_exact_mean"] != "") == (r["group"] == "own"), r
+probe = json.load(open(os.path.join(out, "cells", "kind=rope", "probe-passkey.json")))
+assert probe["rope_scaling"]["kind"] == "yarn", probe["rope_scaling"]
+PY
+
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
   check "the report shows retrieval beside loss" grep -q "Beside it: retrieval by length" cmp/report.html
   check "the report draws retrieval against length and the heat maps" test -s cmp/retrieval.png -a -s cmp/retrieval_heatmaps.png
