@@ -40,8 +40,8 @@ void add_eval(CLI::App& app) {
                   "few at a time (default: the run's eval.batch_size)")
       ->check(positive_integer());
   cmd->add_option("--stride", o->stride,
-                  "Text: sliding-window stride in tokens, at most the length (default: the run's eval.stride; 0 there "
-                  "= half the length)")
+                  "Text: sliding-window stride in tokens, capped at each length (eval.json records the stride used; "
+                  "default: the run's eval.stride; 0 there = half the length)")
       ->check(positive_integer());
   cmd->add_option("--rope-scaling", o->rope_scaling,
                   "Rotary runs: none|linear|ntk|dynamic_ntk|yarn frequency scaling at evaluation (default: the run's "
