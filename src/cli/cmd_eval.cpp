@@ -12,10 +12,10 @@ namespace poslab::cli {
 void add_eval(CLI::App& app) {
   struct Opts {
     std::string run, lengths;
-    int batches = 0, batch_size = 0, stride = 0, tokens = 0, original_length = 0;
-    std::string rope_scaling, tag;
+    int batches = 0, batch_size = 0, stride = 0, tokens = 0;
+    RopeScalingFlags rope_scaling;
+    std::string tag;
     std::vector<std::string> sets;
-    double factor = 0;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
@@ -43,16 +43,7 @@ void add_eval(CLI::App& app) {
                   "Text: sliding-window stride in tokens, capped at each length (eval.json records the stride used; "
                   "default: the run's eval.stride; 0 there = half the length)")
       ->check(positive_integer());
-  cmd->add_option("--rope-scaling", o->rope_scaling,
-                  "Rotary runs: none|linear|ntk|dynamic_ntk|yarn frequency scaling at evaluation (default: the run's "
-                  "eval.rope_scaling)")
-      ->check(CLI::IsMember(kRopeScalingKinds));
-  cmd->add_option("--factor", o->factor,
-                  "--rope-scaling factor S >= 1, e.g. the evaluated length / the training length (no default: "
-                  "required with --rope-scaling other than none)");
-  cmd->add_option("--original-length", o->original_length,
-                  "--rope-scaling: the training length L in tokens (default: the run's)")
-      ->check(positive_integer());
+  add_rope_scaling_flags(cmd, o->rope_scaling);
   cmd->add_option("--set,-s", o->sets, "Override an eval key for this evaluation: --set eval.rope_scaling.kind=yarn");
   cmd->add_option("--tag", o->tag, "Write RUN/eval-TAG.json instead of RUN/eval.json (letters, digits, '_', '-', '.')");
   auto* tag_option = cmd->get_option("--tag");
@@ -66,16 +57,34 @@ void add_eval(CLI::App& app) {
     if (lengths_opt->count() > 0) eo.lengths = parse_lengths(o->lengths, "--lengths");
     eo.overrides = o->sets;
     eo.tag = o->tag;
-    if (!o->rope_scaling.empty()) {
-      if (o->rope_scaling != "none" && o->factor == 0) throw ConfigError("eval: --rope-scaling needs --factor S (S >= 1)");
-      if (o->factor != 0 && !(o->factor >= 1)) throw ConfigError("eval: --factor must be >= 1, got " + std::to_string(o->factor));
-      eo.rope_scaling = RopeScalingConfig{o->rope_scaling, o->factor == 0 ? 1.0 : o->factor, o->original_length};
-    } else if (o->factor != 0 || o->original_length != 0) {
-      throw ConfigError("eval: --factor and --original-length need --rope-scaling KIND");
-    }
+    eo.rope_scaling = rope_scaling_from_flags(o->rope_scaling, "eval");
     check_run_writable(o->run, std::filesystem::path(RunPaths{o->run}.eval(o->tag)).filename().string());
     std::cout << format_eval_table(evaluate_run(o->run, eo)) << "written: " << RunPaths{o->run}.eval(o->tag) << "\n";
   });
+}
+
+void add_rope_scaling_flags(CLI::App* cmd, RopeScalingFlags& flags) {
+  cmd->add_option("--rope-scaling", flags.kind,
+                  "Rotary runs: none|linear|ntk|dynamic_ntk|yarn frequency scaling at evaluation (default: the run's "
+                  "eval.rope_scaling)")
+      ->check(CLI::IsMember(kRopeScalingKinds));
+  cmd->add_option("--factor", flags.factor,
+                  "--rope-scaling factor S >= 1, e.g. the evaluated length / the training length (no default: "
+                  "required with --rope-scaling other than none)");
+  cmd->add_option("--original-length", flags.original_length,
+                  "--rope-scaling: the training length L in tokens (default: the run's)")
+      ->check(positive_integer());
+}
+
+std::optional<RopeScalingConfig> rope_scaling_from_flags(const RopeScalingFlags& f, const std::string& command) {
+  if (f.kind.empty()) {
+    if (f.factor != 0 || f.original_length != 0)
+      throw ConfigError(command + ": --factor and --original-length need --rope-scaling KIND");
+    return std::nullopt;
+  }
+  if (f.kind != "none" && f.factor == 0) throw ConfigError(command + ": --rope-scaling needs --factor S (S >= 1)");
+  if (f.factor != 0 && !(f.factor >= 1)) throw ConfigError(command + ": --factor must be >= 1, got " + std::to_string(f.factor));
+  return RopeScalingConfig{f.kind, f.factor == 0 ? 1.0 : f.factor, f.original_length};
 }
 
 }  // namespace poslab::cli

@@ -36,6 +36,7 @@ void add_probe(CLI::App& app) {
   struct Opts {
     std::string run, lengths, depths;
     ProbeOptions probe;
+    RopeScalingFlags rope_scaling;
     bool no_controls = false, no_plot = false;
   };
   auto o = std::make_shared<Opts>();
@@ -62,11 +63,13 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--threshold", o->probe.threshold,
                   "Effective length: the lower 95% Wilson bound of exact match must reach this (default 0.85)");
   cmd->add_option("--seed", o->probe.seed, "Seed of the documents (default 1)");
+  add_rope_scaling_flags(cmd, o->rope_scaling);
   cmd->add_flag("--no-plot", o->no_plot, "Write the JSON only");
   cmd->callback([o, lengths_opt, depths_opt] {
     if (lengths_opt->count() > 0) o->probe.lengths = parse_lengths(o->lengths, "--lengths");
     if (depths_opt->count() > 0) o->probe.depths = parse_depths(o->depths);
     o->probe.controls = !o->no_controls;
+    o->probe.rope_scaling = rope_scaling_from_flags(o->rope_scaling, "probe");
     o->probe.strict_lengths = lengths_opt->count() > 0;  // lengths asked for must be probed; the run's own may be n/a
     const std::string json_path = o->run + "/probe-" + o->probe.task + ".json";
     const std::string png = o->run + "/probe-" + o->probe.task + ".png";

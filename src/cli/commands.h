@@ -3,6 +3,12 @@
 #pragma once
 #include <CLI/CLI.hpp>
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
 namespace poslab::cli {
 
 void add_train(CLI::App& app);
@@ -19,5 +25,15 @@ void add_tokenize(CLI::App& app);
 
 // Parses "32,64,128" into positive integers; throws ConfigError naming `option` otherwise.
 std::vector<int> parse_lengths(const std::string& text, const std::string& option);
+
+// The --rope-scaling, --factor and --original-length flags of the commands that evaluate a run (eval, probe).
+struct RopeScalingFlags {
+  std::string kind;
+  double factor = 0;
+  int original_length = 0;
+};
+void add_rope_scaling_flags(CLI::App* cmd, RopeScalingFlags& flags);
+// The scaling asked for; unset without --rope-scaling. Throws ConfigError naming `command`'s flag.
+std::optional<RopeScalingConfig> rope_scaling_from_flags(const RopeScalingFlags& flags, const std::string& command);
 
 }  // namespace poslab::cli

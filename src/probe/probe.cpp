@@ -371,9 +371,9 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   if (o.threads > 0) rc.train.threads = o.threads;  // the run's cell may have had a share of the cores
   Runtime rt = make_runtime(rc);
   run.model->to(rt.device);
-  // As eval does: with the run's eval.rope_scaling where it has one, so that a report's row pairs its loss
-  // and its retrieval from one model.
-  const EvalRopeScaling scaling(run.model, c, std::nullopt, o.task == "mqar" ? mqar_train_tokens(c) : c.model.block_size);
+  // As eval does: with the scaling asked for, else the run's eval.rope_scaling where it has one, so that a
+  // report's row pairs its loss and its retrieval from one model.
+  const EvalRopeScaling scaling(run.model, c, o.rope_scaling, o.task == "mqar" ? mqar_train_tokens(c) : c.model.block_size);
   json out = probe_model(run.model, run.tokenizer, c, o, rt);
   out["rope_scaling"] = scaling.to_json();
   out["run"] = dir;

@@ -5,6 +5,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ struct ProbeOptions {
   // (ConfigError naming --lengths); false (the run's own lengths, or compare, where one grid serves every
   // encoding): it is reported n/a.
   bool strict_lengths = false;
+  // RoPE scaling for this probe (poslab probe --rope-scaling); unset: the run's eval.rope_scaling, as eval.
+  std::optional<RopeScalingConfig> rope_scaling;
 };
 
 // An experiment's "probes": {"passkey": {"lengths": [..], "depths": [..], "trials": N, "haystack": .., "threshold": ..,

@@ -320,6 +320,16 @@ lp = lambda p: [r["key_logprob"] for r in p["results"] if r["status"] == "ok"]
 assert len(lp(plain)) == len(lp(yarn)) > 0 and lp(plain) != lp(yarn), (lp(plain), lp(yarn))
 PY
 check "...and its table says so" grep -q "yarn RoPE scaling x4" ryarn.out
+# --rope-scaling asks for one on the command line: the plain run probed with yarn x4 is the run whose config has it.
+"$POSLAB" probe --run rplain --lengths 64,128 --trials 3 --depths 0 --no-plot --rope-scaling yarn --factor 4 >/dev/null 2>&1
+check "probe --rope-scaling yarn --factor 4 gives what eval.rope_scaling gives" /usr/bin/python3 - <<'PY'
+import json
+a, b = (json.load(open(r + "/probe-passkey.json")) for r in ("rplain", "ryarn"))
+assert a["rope_scaling"] == b["rope_scaling"] and a["results"] == b["results"], (a["rope_scaling"], b["rope_scaling"])
+PY
+expect_fail 2 "probe: --rope-scaling needs --factor S (S >= 1)" -- "$POSLAB" probe --run rplain --rope-scaling yarn
+expect_fail 2 "probe: --factor and --original-length need --rope-scaling KIND" -- "$POSLAB" probe --run rplain --factor 2
+expect_fail 2 "not to 'alibi', which has no rotary frequencies" -- "$POSLAB" probe --run run --rope-scaling yarn --factor 2 --lengths 64
 # In a grid whose cells evaluate with a scaling of their own, the probe (run with it) stands beside the
 # variant that keeps it, not beside the one that turns it off.
 cat > egrid2.json <<JSON
