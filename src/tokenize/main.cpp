@@ -87,7 +87,13 @@ void split_inputs(const std::vector<std::string>& inputs, double fraction, std::
   }
 }
 
-// Training sentences for SentencePiece: the lines of the training split only.
+// SentencePiece's trainer skips a sentence longer than this many bytes (its max_sentence_length).
+constexpr size_t kMaxSentenceBytes = 16384;
+
+// Training sentences for SentencePiece: the lines of the training split only. A line longer than
+// kMaxSentenceBytes (a corpus without newlines, such as text8) is given in pieces of at most that
+// many bytes, each cut before a space where there is one, else at a character start: the trainer
+// would skip it whole. Reads are bounded, so a line of any length never sits in memory.
 class LineIterator : public sentencepiece::SentenceIterator {
  public:
   explicit LineIterator(const std::vector<Segment>& segments) : segments_(segments) { advance(); }
@@ -99,11 +105,7 @@ class LineIterator : public sentencepiece::SentenceIterator {
  private:
   void advance() {
     while (true) {
-      if (in_.is_open() && pos_ < segments_[seg_].end && std::getline(in_, line_)) {
-        pos_ += static_cast<int64_t>(line_.size()) + 1;
-        if (pos_ > segments_[seg_].end + 1) line_.resize(line_.size() - static_cast<size_t>(pos_ - segments_[seg_].end - 1));
-        return;
-      }
+      if (in_.is_open() && next_line()) return;
       if (in_.is_open()) in_.close(), ++seg_;
       if (seg_ >= segments_.size()) {
         done_ = true;
@@ -112,12 +114,53 @@ class LineIterator : public sentencepiece::SentenceIterator {
       in_.open(segments_[seg_].path, std::ios::binary);
       in_.seekg(segments_[seg_].begin);
       pos_ = segments_[seg_].begin;
+      buf_.clear();
+      head_ = 0;
     }
+  }
+  // The next line (or piece of a long line) of the open segment into line_; false at its end.
+  bool next_line() {
+    size_t nl = buf_.find('\n', head_);
+    while (nl == std::string::npos && buf_.size() - head_ <= kMaxSentenceBytes && pos_ < segments_[seg_].end) {
+      buf_.erase(0, head_);
+      head_ = 0;
+      const size_t old = buf_.size();
+      const auto want = static_cast<size_t>(std::min<int64_t>(segments_[seg_].end - pos_, 1 << 16));
+      buf_.resize(old + want);
+      in_.read(&buf_[old], static_cast<std::streamsize>(want));
+      const auto got = static_cast<size_t>(in_.gcount());
+      buf_.resize(old + got);
+      if (got == 0) break;
+      pos_ += static_cast<int64_t>(got);
+      nl = buf_.find('\n', old);
+    }
+    const size_t have = buf_.size() - head_;
+    if (nl != std::string::npos && nl - head_ <= kMaxSentenceBytes) {
+      line_.assign(buf_, head_, nl - head_);
+      head_ = nl + 1;
+      return true;
+    }
+    if (have == 0) return false;
+    size_t cut = have;
+    if (have > kMaxSentenceBytes) {  // a long line: cut before the last space that fits, else at a character start
+      const size_t space = buf_.rfind(' ', head_ + kMaxSentenceBytes - 1);
+      if (space != std::string::npos && space > head_) {
+        cut = space - head_;
+      } else {
+        cut = kMaxSentenceBytes;
+        while (cut > 1 && (static_cast<unsigned char>(buf_[head_ + cut]) >> 6) == 0x2) --cut;
+      }
+    }
+    line_.assign(buf_, head_, cut);
+    head_ += cut;
+    return true;
   }
   const std::vector<Segment>& segments_;
   size_t seg_ = 0;
   std::ifstream in_;
-  int64_t pos_ = 0;
+  int64_t pos_ = 0;  // the file offset up to which buf_ holds bytes
+  std::string buf_;  // bytes read from the segment; those before head_ were given out
+  size_t head_ = 0;
   std::string line_;
   bool done_ = false;
 };
@@ -247,7 +290,7 @@ void tokenize(const TokenizeOptions& o) {
         {"byte_fallback", "true"}, {"normalization_rule_name", "identity"}, {"add_dummy_prefix", "false"},
         {"remove_extra_whitespaces", "false"}, {"character_coverage", "0.9995"}, {"hard_vocab_limit", "false"},
         {"unk_id", "0"}, {"bos_id", "1"}, {"eos_id", "2"}, {"pad_id", "-1"},
-        {"input_sentence_size", "2000000"}, {"shuffle_input_sentence", "true"}, {"max_sentence_length", "16384"},
+        {"input_sentence_size", "2000000"}, {"shuffle_input_sentence", "true"}, {"max_sentence_length", std::to_string(kMaxSentenceBytes)},
         {"num_threads", std::to_string(std::max(1u, std::thread::hardware_concurrency()))}, {"minloglevel", "2"},
         {"model_prefix", ""}};
     if (total >= (16 << 20)) std::fprintf(stderr, "poslab tokenize: training a %s model of %d pieces\n", o.model_type.c_str(), o.vocab_size);

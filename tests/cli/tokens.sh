@@ -75,6 +75,20 @@ t = sp.decode(np.fromfile('applied/train.bin', dtype=np.uint16).tolist())
 assert sp.encode(t) + sp.encode(open('part.txt').read()[len(t):]) == ids
 "
 
+# A text without newlines (text8's shape): SentencePiece skips sentences over 16 KiB, so the trainer gets the
+# one line in pieces; the model trains and its ids equal Python's.
+tr '\n' ' ' < "$TEXT" > oneline.txt
+"$POSLAB" tokenize --input oneline.txt --out oneline --vocab-size 400 > oneline.log 2>&1
+check "a text without newlines trains a model ($(tail -1 oneline.log))" test -s oneline/tokenizer.model
+check "a text without newlines: ids equal Python's" /usr/bin/python3 -c "
+import numpy as np, sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='oneline/tokenizer.model')
+assert sp.get_piece_size() == 400, sp.get_piece_size()
+tr, va = np.fromfile('oneline/train.bin', dtype=np.uint16).tolist(), np.fromfile('oneline/val.bin', dtype=np.uint16).tolist()
+text, t = open('oneline.txt').read(), sp.decode(tr)
+assert text.startswith(t) and sp.encode(t) + sp.encode(text[len(t):]) == tr + va
+"
+
 # 3. A text config with data.tokenizer: tokenized once into the cache beside the run; the run keeps
 #    its model; eval and sample go through it.
 cat > bpe.json <<JSON
