@@ -42,9 +42,10 @@ void stop_on_signals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// A byte range of one input file.
+// A byte range of one input file; `doc` is the file's place among the inputs (a file given twice is two documents).
 struct Segment {
   std::string path;
+  size_t doc = 0;
   int64_t begin = 0, end = 0;
 };
 
@@ -76,12 +77,12 @@ void split_inputs(const std::vector<std::string>& inputs, double fraction, std::
         }
         local = std::min(local, size);
       }
-      if (local > 0) train->push_back({inputs[i], 0, local});
-      if (local < size) val->push_back({inputs[i], local, size});
+      if (local > 0) train->push_back({inputs[i], i, 0, local});
+      if (local < size) val->push_back({inputs[i], i, local, size});
     } else if (offset + size <= cut) {
-      if (size > 0) train->push_back({inputs[i], 0, size});
+      if (size > 0) train->push_back({inputs[i], i, 0, size});
     } else if (size > 0) {
-      val->push_back({inputs[i], 0, size});
+      val->push_back({inputs[i], i, 0, size});
     }
     offset += size;
   }
@@ -204,7 +205,7 @@ int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const s
   };
   for (size_t s = 0; s < segments.size(); ++s) {
     const auto& seg = segments[s];
-    if (s > 0 && segments[s - 1].path != seg.path && eot >= 0) write_ids(out, {eot}, bytes), ++count;
+    if (s > 0 && segments[s - 1].doc != seg.doc && eot >= 0) write_ids(out, {eot}, bytes), ++count;
     std::ifstream in(seg.path, std::ios::binary);
     in.seekg(seg.begin);
     std::string carry;

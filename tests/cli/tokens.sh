@@ -88,6 +88,17 @@ tr, va = np.fromfile('oneline/train.bin', dtype=np.uint16).tolist(), np.fromfile
 text, t = open('oneline.txt').read(), sp.decode(tr)
 assert text.startswith(t) and sp.encode(t) + sp.encode(text[len(t):]) == tr + va
 "
+# Each input file is one document, a file given twice (upsampled) too: an end-of-text id between every two.
+printf 'a short document\n' > doc.txt
+"$POSLAB" tokenize --input doc.txt doc.txt "$TEXT" --out docs --tokenizer bpe/tokenizer.model > docs.log 2>&1
+check "three inputs, one twice: two end-of-text ids, each after a whole doc.txt" /usr/bin/python3 -c "
+import numpy as np, sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='bpe/tokenizer.model')
+ids = np.fromfile('docs/train.bin', dtype=np.uint16).tolist()
+doc = sp.encode(open('doc.txt').read())
+assert ids[:2 * len(doc) + 2] == doc + [2] + doc + [2], ids[:2 * len(doc) + 2]
+assert ids.count(2) == 2, ids.count(2)
+"
 
 # 3. A text config with data.tokenizer: tokenized once into the cache beside the run; the run keeps
 #    its model; eval and sample go through it.
