@@ -270,6 +270,33 @@ TEST(TokenCorpus, WindowsAndBatchesComeFromTheFiles) {
     for (int t = 0; t < 8; ++t) EXPECT_EQ(b.y[r][t].item<int64_t>(), (b.x[r][t].item<int64_t>() + 1) % 50);
 }
 
+// meta.json without a dtype for a vocabulary uint16 cannot hold (Llama 3's 128256): the raw arrays are
+// uint32, not read as uint16 halves of ids (which are all below the vocabulary, so nothing would say so).
+TEST(TokenCorpus, AVocabularyAbove65536WithoutADtypeReadsUint32) {
+  TempDir dir;
+  auto write_u32 = [](const std::string& path, int64_t n) {
+    std::ofstream f(path, std::ios::binary);
+    for (int64_t i = 0; i < n; ++i) {
+      const auto v = static_cast<uint32_t>(expected_token(i, 128256));
+      for (int b = 0; b < 4; ++b) f.put(static_cast<char>((v >> (8 * b)) & 0xFF));
+    }
+  };
+  write_u32(dir.sub("train.bin"), 400);
+  write_u32(dir.sub("val.bin"), 100);
+  std::ofstream(dir.sub("meta.json")) << R"({"vocab_size": 128256})";
+  Config c = token_config(dir.path.string());
+  auto corpus = make_corpus(c);
+  const auto& text = static_cast<const TextCorpus&>(*corpus);
+  EXPECT_EQ(text.split_tokens(Split::Train), 400);
+  EXPECT_EQ(text.split_tokens(Split::Val), 100);
+  auto w = text.windows(Split::Val, {20}, 5);
+  for (int k = 0; k < 5; ++k) EXPECT_EQ(w[0][k].item<int64_t>(), expected_token(20 + k, 128256));
+  // The same from data.vocab_size alone, without a sidecar.
+  std::filesystem::remove(dir.sub("meta.json"));
+  c.data.vocab_size = 128256;
+  EXPECT_EQ(static_cast<const TextCorpus&>(*make_corpus(c)).split_tokens(Split::Train), 400);
+}
+
 TEST(TokenCorpus, RefusesIdsAtOrAboveTheVocabularyAndShortValidation) {
   TempDir dir;
   std::vector<uint16_t> train(100, 1), val(100, 1);

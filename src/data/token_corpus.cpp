@@ -92,7 +92,10 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   const std::string meta_dir = d.dir.empty() ? fs::path(d.train_path).parent_path().string() : d.dir;
   const TokenMeta meta = read_token_meta(meta_dir.empty() ? "." : meta_dir);
   // A sidecar's dtype describes raw arrays; an llm.c shard's magic outranks it (only data.dtype is explicit).
-  const std::string raw_dtype = meta.dtype != "auto" ? meta.dtype : "uint16";
+  // Without one, a vocabulary above 65536 means uint32: uint16 cannot hold its ids, and reading uint32
+  // ids as uint16 would train on halves of ids without a word (the other way round, the ids are refused).
+  const int64_t vocab = d.vocab_size > 0 ? d.vocab_size : meta.vocab_size;
+  const std::string raw_dtype = meta.dtype != "auto" ? meta.dtype : vocab > 65536 ? "uint32" : "uint16";
   TokenFile train(d.train_path, d.format, d.dtype, train_key + " " + d.train_path, raw_dtype);
   TokenFile val(d.val_path, d.format, d.dtype, val_key + " " + d.val_path, raw_dtype);
   return std::make_unique<TokenCorpus>(std::move(train), std::move(val), meta, c, run_tokenizer);
