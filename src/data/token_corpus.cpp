@@ -37,6 +37,14 @@ TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, 
     else if (!meta.tokenizer.empty()) {
       if (!file_exists(meta.tokenizer))
         throw ConfigError(meta.source + ": its tokenizer " + meta.tokenizer + " does not exist");
+      // A damaged model is refused now, not after training, when sample and probe first load it.
+      if (!tokenize_tool().empty()) {
+        try {
+          sentencepiece_encode(meta.tokenizer, "", meta.source);
+        } catch (const ConfigError& e) {
+          throw ConfigError(meta.source + ": " + e.what());
+        }
+      }
       tokenizer_ = Tokenizer::sentencepiece(n, meta.tokenizer);
     } else {
       tokenizer_ = Tokenizer::ids(n);

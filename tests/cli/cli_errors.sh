@@ -299,6 +299,10 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   expect_fail 2 "data.path $WORK/latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/latin.txt --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
   expect_fail 2 "data.tokenizer.sentencepiece.vocab_size 260: SentencePiece could not train on the text" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/fox.txt --set data.tokenizer.sentencepiece.vocab_size=260 --out r6
   expect_fail 2 "data.tokenizer applies to data.kind text" -- "$POSLAB" train -c ok.json --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
+  # A tokens directory whose meta.json names a damaged tokenizer.model: refused before training, not when sampling.
+  mkdir -p badtok && cp tok/train.bin tok/val.bin badtok/ && cp garbage.model badtok/tokenizer.model
+  echo '{"vocab_size": 7, "tokenizer": "tokenizer.model"}' > badtok/meta.json
+  expect_fail 2 "badtok/meta.json: SentencePiece model $WORK/badtok/tokenizer.model: not a SentencePiece model" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=badtok --out r6
   check "no output, run or cache left behind by a refused tokenizer" bash -c '! ls -d t1* r6 .poslab-cache 2>/dev/null'
 fi
 
