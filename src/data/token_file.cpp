@@ -132,8 +132,12 @@ std::string TokenFile::offset_message(int64_t index, int64_t id, int64_t vocab_s
   const int64_t offset = layout_.header_bytes + index * layout_.token_bytes;
   if (layout_.format == "nanogpt" && offset < kLlmcHeaderBytes && map_bytes_ > static_cast<size_t>(kLlmcHeaderBytes)) {
     const int64_t count = read_i32_le(map_ + 8), body = static_cast<int64_t>(map_bytes_) - kLlmcHeaderBytes;
-    if (count > 0 && (count * 2 == body || count * 4 == body))
-      hint = "the file looks like an llm.c shard whose magic " + std::to_string(read_i32_le(map_)) +
+    const int32_t magic = read_i32_le(map_);
+    if (magic == kLlmcMagicU16 || magic == kLlmcMagicU32)  // a whole shard read raw: data.format said nanogpt
+      hint = "the file is an llm.c shard (magic " + std::to_string(magic) + "), read as a raw array because data.format "
+             "is nanogpt: set data.format to llmc or auto";
+    else if (count > 0 && (count * 2 == body || count * 4 == body))
+      hint = "the file looks like an llm.c shard whose magic " + std::to_string(magic) +
              " is neither 20240520 (uint16) nor 20240801 (uint32): a damaged header?";
   }
   return source_ + ": token id " + std::to_string(id) + " at byte offset " + std::to_string(offset) + " (token " +

@@ -265,6 +265,7 @@ raw('tok/short_val.bin', [1] * 10); open('tok/empty.bin', 'wb').close(); open('t
 open('tok/zeros.bin', 'wb').write(bytes(2048))
 llmc('tok/count.bin', 20240520, 10, bytes(30))
 llmc('tok/badmagic.bin', 20240521, 400, struct.pack('<400H', *[1] * 400))
+llmc('tok/shard.bin', 20240520, 400, struct.pack('<400H', *[1] * 400))
 raw('tok/high.bin', [1] * 50 + [9] + [1] * 349)
 import pickle; pickle.dump({'vocab_size': 7, 'chars': 'abcdefg'}, open('tok/meta_other.pkl', 'wb'))
 "
@@ -275,6 +276,7 @@ expect_fail 2 "zeros.bin: expected llm.c's magic 20240520 (uint16 tokens) or 202
 expect_fail 2 "odd.bin: 3 bytes is shorter than llm.c's 1024-byte header" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/odd.bin --set data.format=llmc --out r6
 expect_fail 2 "count.bin: the llm.c header says 10 tokens (20 bytes) but the file holds 30 bytes" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/count.bin --out r6
 expect_fail 2 "looks like an llm.c shard whose magic 20240521 is neither 20240520 (uint16) nor 20240801 (uint32)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/badmagic.bin --out r6
+expect_fail 2 "shard.bin: token id 55432 at byte offset 0 (token 0) is not below the vocabulary size 7 (the file is an llm.c shard (magic 20240520), read as a raw array because data.format is nanogpt: set data.format to llmc or auto)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/shard.bin --set data.format=nanogpt --out r6
 expect_fail 2 "empty.bin: holds no tokens" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/empty.bin --out r6
 expect_fail 2 "short_val.bin: 10 tokens is too short: the longest evaluation" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/short_val.bin --out r6
 expect_fail 2 "high.bin: token id 9 at byte offset 100 (token 50) is not below the vocabulary size 7" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/high.bin --out r6
