@@ -173,9 +173,12 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
                                const std::string& cache_root) {
   struct stat st {};
   if (::stat(text_path.c_str(), &st) != 0) throw ConfigError("data.path " + text_path + ": no such file");
+  // The fraction as written in the config, not rounded to 6 decimals (1e-7 became 0, a refusal of the range).
+  char fraction[32];
+  std::snprintf(fraction, sizeof fraction, "%.15g", val_fraction);
   std::ostringstream text_key;
   text_key << absolute_path(text_path) << '|' << st.st_size << '|' << st.st_mtim.tv_sec << '.' << st.st_mtim.tv_nsec << '|'
-           << val_fraction << '|';
+           << fraction << '|';
   const std::string stem = cache_root + "/" + fs::path(text_path).stem().string() + "-";
   // The entry of the text tokenized by a given model's bytes.
   auto model_entry = [&](const std::string& model_bytes) { return stem + fnv_hex(text_key.str() + "model|" + fnv_hex(model_bytes)); };
@@ -196,7 +199,7 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
   const bool created = fs::create_directories(cache_root);
   spdlog::info("tokenizing {} with SentencePiece (cached in {})", text_path, dir);
   std::vector<std::string> args{"tokenize", "--input", text_path, "--out", dir, "--val-fraction",
-                                std::to_string(val_fraction), "--from-config"};
+                                fraction, "--from-config"};
   if (!model_path.empty()) args.insert(args.end(), {"--tokenizer", model_path});
   else args.insert(args.end(), {"--vocab-size", std::to_string(sp_vocab_size), "--model-type", sp_model_type});
   // Two runs of a grid may tokenize at once: each writes its own directory and the rename is atomic.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -263,7 +264,12 @@ void tokenize(const TokenizeOptions& o) {
     throw InputError("tokenize: give --vocab-size N (train a model) or --tokenizer M.model (use one), exactly one");
   if (o.vocab_size != 0 && (o.vocab_size < 260 || o.vocab_size > 1000000))
     throw InputError("--vocab-size " + std::to_string(o.vocab_size) + ": expected 260 (256 bytes + 4) to 1000000");
-  if (!(o.val_fraction > 0 && o.val_fraction < 1)) throw InputError("--val-fraction: expected a fraction in (0, 1)");
+  // From a config, errors name its keys (data.path, data.val_fraction), not flags its user never typed.
+  const std::string fraction_name = o.from_config ? "data.val_fraction" : "--val-fraction";
+  char fraction[32];
+  std::snprintf(fraction, sizeof fraction, "%g", o.val_fraction);
+  if (!(o.val_fraction > 0 && o.val_fraction < 1))
+    throw InputError(fraction_name + " " + fraction + ": expected a fraction in (0, 1)");
   if (fs::exists(o.out) && !(fs::is_directory(o.out) && fs::is_empty(o.out)))
     throw InputError("--out " + o.out + ": already exists and is not an empty directory");
   int64_t total = 0;
@@ -277,8 +283,9 @@ void tokenize(const TokenizeOptions& o) {
   std::vector<Segment> train, val;
   split_inputs(o.inputs, o.val_fraction, &train, &val);
   if (train.empty() || val.empty())
-    throw InputError("--input: " + std::to_string(total) + " bytes leave an empty " + (train.empty() ? "training" : "validation") +
-                     " split at --val-fraction " + std::to_string(o.val_fraction));
+    throw InputError((o.from_config ? "data.path " + o.inputs[0] : std::string("--input")) + ": " + std::to_string(total) +
+                     " bytes leave an empty " + (train.empty() ? "training" : "validation") + " split at " + fraction_name +
+                     " " + fraction);
   sentencepiece::SentencePieceProcessor sp;
   std::string model_bytes;
   if (!o.tokenizer.empty()) {
