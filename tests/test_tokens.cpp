@@ -297,6 +297,24 @@ TEST(TokenCorpus, AVocabularyAbove65536WithoutADtypeReadsUint32) {
   EXPECT_EQ(static_cast<const TextCorpus&>(*make_corpus(c)).split_tokens(Split::Train), 400);
 }
 
+// Token files linked into a directory of one's own, named by data.train_path and data.val_path: the vocabulary
+// is that directory's meta.json, beside the files as named, not the one beside the links' targets.
+TEST(TokenCorpus, LinkedFilesReadTheMetaBesideTheLinks) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.path / "shared");
+  std::filesystem::create_directories(dir.path / "mine");
+  write_u16(dir.sub("shared/train.bin"), std::vector<uint16_t>(1000, 1));
+  write_u16(dir.sub("shared/val.bin"), std::vector<uint16_t>(300, 1));
+  dir.file("shared/meta.json", R"({"vocab_size": 50})");
+  dir.file("mine/meta.json", R"({"vocab_size": 60})");
+  std::filesystem::create_symlink("../shared/train.bin", dir.path / "mine" / "train.bin");
+  std::filesystem::create_symlink("../shared/val.bin", dir.path / "mine" / "val.bin");
+  const Config c = load_config(dir.file("c.json", R"({"data": {"kind": "tokens", "train_path": "mine/train.bin",
+      "val_path": "mine/val.bin"}, "model": {"block_size": 8}, "eval": {"lengths": [8]}})"));
+  EXPECT_EQ(c.data.train_path, dir.sub("mine/train.bin"));
+  EXPECT_EQ(make_corpus(c)->tokenizer().size(), 60);
+}
+
 TEST(TokenCorpus, RefusesIdsAtOrAboveTheVocabularyAndShortValidation) {
   TempDir dir;
   std::vector<uint16_t> train(100, 1), val(100, 1);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -229,7 +230,17 @@ void resolve_paths(json& tree, const std::string& relative_to) {
     json& value = (*node)[key.back()];
     if (!value.is_string() || value.get<std::string>().empty()) continue;
     const auto& p = value.get_ref<const std::string&>();
-    value = absolute_path(relative_to.empty() ? p : resolve_relative(relative_to, p));
+    const std::string resolved = relative_to.empty() ? p : resolve_relative(relative_to, p);
+    const std::filesystem::path file = std::filesystem::absolute(resolved).filename();
+    if (key.back() == std::string("train_path") || key.back() == std::string("val_path")) {
+      // A token file keeps its name, only its directory is resolved: a train.bin linked into a directory is
+      // read with that directory's meta.json (and scan cache), not with the ones beside the link's target.
+      if (!file.empty() && file != "." && file != "..") {
+        value = (std::filesystem::path(absolute_path(std::filesystem::absolute(resolved).parent_path().string())) / file).string();
+        continue;
+      }
+    }
+    value = absolute_path(resolved);
   }
 }
 
