@@ -276,7 +276,10 @@ void tokenize(const TokenizeOptions& o) {
   const std::string input_name = o.from_config ? "data.path " : "--input ";
   for (const auto& p : o.inputs) {
     if (fs::is_directory(p)) throw InputError(input_name + p + ": is a directory, expected a UTF-8 text file");
-    if (!fs::is_regular_file(p)) throw InputError(input_name + p + ": no such file");
+    if (!fs::exists(p)) throw InputError(input_name + p + ": no such file");
+    if (!fs::is_regular_file(p))  // a pipe (<(zcat ...), /dev/stdin) or device: the text is read more than once
+      throw InputError(input_name + p + ": not a regular file (a pipe or device?): the text is read more than once, "
+                                        "so write it to a file first");
     poslab::tok::check_utf8_file(p, input_name + p);
     total += static_cast<int64_t>(fs::file_size(p));
   }

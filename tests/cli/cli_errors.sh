@@ -292,6 +292,7 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   expect_fail 2 "not a SentencePiece model" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.model=$WORK/garbage.model --out r6
   expect_fail 2 "--input latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" tokenize --input latin.txt --out t1 --vocab-size 300
   expect_fail 2 "--input nope.txt: no such file" -- "$POSLAB" tokenize --input nope.txt --out t1 --vocab-size 300
+  expect_fail 2 "--input /dev/stdin: not a regular file (a pipe or device?)" -- bash -c "cat fox.txt | '$POSLAB' tokenize --input /dev/stdin --out t1 --vocab-size 300"
   mkdir -p tokdir
   expect_fail 2 "POSLAB_TOKENIZE $WORK/tokdir: not an executable file" -- env POSLAB_TOKENIZE=$WORK/tokdir "$POSLAB" tokenize --input fox.txt --out t1 --vocab-size 300
   expect_fail 2 "POSLAB_TOKENIZE /nonexistent/tool: not an executable file" -- env POSLAB_TOKENIZE=/nonexistent/tool "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
