@@ -216,6 +216,21 @@ TEST(Tokenizer, RoundTripAndErrors) {
   }
 }
 
+// nanoGPT's itos may hold words, not characters (a word-level prepare.py): a prompt is matched to the
+// longest entry it continues with, so `poslab sample` can encode it.
+TEST(Tokenizer, SymbolsOfSeveralCharactersAreMatchedLongestFirst) {
+  CharTokenizer tok({"the ", "th", "t", "cat ", "\n", "é"});
+  EXPECT_EQ(tok.encode("the cat \nthét"), (std::vector<int64_t>{0, 3, 4, 1, 5, 2}));
+  EXPECT_EQ(tok.decode(tok.encode("the cat \nthét")), "the cat \nthét");
+  try {
+    tok.encode("the dog", "--prompt");
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--prompt: the text from byte 4 ('d...') starts with none of the run's 6 vocabulary entries"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(TextCorpus, SplitsNinetyTenAndRefusesShortFiles) {
   poslab::testing::TempDir dir;
   std::string text;

@@ -2,6 +2,7 @@
 // SentencePiece model applied through poslab-tokenize (data/sentencepiece.h).
 #include "data/tokenizer.h"
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -29,7 +30,14 @@ std::vector<std::string> split_utf8(const std::string& text, const std::string& 
 }
 
 Tokenizer::Tokenizer(std::vector<std::string> symbols, int64_t vocab_size) : symbols_(std::move(symbols)) {
-  for (size_t i = 0; i < symbols_.size(); ++i) index_[symbols_[i]] = static_cast<int64_t>(i);
+  for (size_t i = 0; i < symbols_.size(); ++i) {
+    const std::string& sym = symbols_[i];
+    index_[sym] = static_cast<int64_t>(i);
+    longest_ = std::max(longest_, sym.size());
+    const unsigned char c = sym.empty() ? 0 : static_cast<unsigned char>(sym[0]);
+    const size_t first = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (sym.size() != first) strings_ = true;
+  }
   vocab_size_ = std::max<int64_t>(vocab_size, static_cast<int64_t>(symbols_.size()));
 }
 
@@ -105,6 +113,21 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text, const std::strin
         throw ConfigError(source + ": '" + item + "' is not a token id below " + std::to_string(vocab_size_) +
                           " (this run has no tokenizer: write the prompt as ids, e.g. \"12 7 301\")");
       ids.push_back(v);
+    }
+    return ids;
+  }
+  if (strings_) {  // the longest symbol that the text continues with, at each step
+    split_utf8(text, source);  // UTF-8 is checked as for characters
+    for (size_t i = 0; i < text.size();) {
+      size_t len = std::min(longest_, text.size() - i);
+      auto it = index_.end();
+      for (; len > 0 && (it = index_.find(text.substr(i, len))) == index_.end(); --len) {
+      }
+      if (len == 0)
+        throw ConfigError(source + ": the text from byte " + std::to_string(i) + " ('" + split_utf8(text.substr(i), source)[0] +
+                          "...') starts with none of the run's " + std::to_string(symbols_.size()) + " vocabulary entries");
+      ids.push_back(it->second);
+      i += len;
     }
     return ids;
   }

@@ -37,13 +37,16 @@ class Tokenizer {
   bool decodes_per_token() const { return sp_model_.empty(); }
   bool contains(const std::string& symbol) const { return index_.count(symbol) > 0; }
   int64_t id(const std::string& symbol) const;
-  // Throws ConfigError naming the first character outside the vocabulary.
+  // Throws ConfigError naming the first character outside the vocabulary. Symbols of several characters
+  // (nanoGPT's itos may hold words) are matched longest first.
   std::vector<int64_t> encode(const std::string& text, const std::string& source = "input") const;
   std::string decode(const std::vector<int64_t>& ids) const;
 
  private:
   std::vector<std::string> symbols_;
   std::unordered_map<std::string, int64_t> index_;
+  size_t longest_ = 1;  // bytes of the longest symbol: above one character, text is matched longest first
+  bool strings_ = false;  // some symbol is not one character (a meta.pkl whose itos holds words)
   int64_t vocab_size_ = 0;
   std::string sp_model_;
 };
