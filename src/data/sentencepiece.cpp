@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "config/config.h"
@@ -192,8 +193,22 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
   const std::string dir = model_path.empty()
                               ? stem + fnv_hex(text_key.str() + "train|" + std::to_string(sp_vocab_size) + '|' + sp_model_type)
                               : model_entry(read_text_file(model_path, "data.tokenizer.model"));
+  // A model trained with fewer pieces than asked for (the text holds no more): said at every use, not only the first.
+  auto warn_short = [&] {
+    if (!model_path.empty()) return;
+    try {
+      const auto meta = nlohmann::json::parse(read_text_file(dir + "/meta.json", "meta.json"));
+      const int64_t pieces = meta.value("vocab_size", int64_t{0});
+      if (pieces > 0 && pieces < sp_vocab_size)
+        spdlog::warn("data.tokenizer.sentencepiece.vocab_size {}: the text gives only {} pieces, so the model has {}, not {}",
+                     sp_vocab_size, pieces, pieces, sp_vocab_size);
+    } catch (const std::exception&) {
+      // meta.json is read again, with its errors named, when the token files are opened
+    }
+  };
   if (file_exists(dir + "/meta.json")) {  // written last: its presence means complete
     if (model_path.empty()) alias_model_entry(dir);
+    warn_short();
     return dir;
   }
   const bool created = fs::create_directories(cache_root);
@@ -211,6 +226,7 @@ std::string tokenized_text_dir(const std::string& text_path, double val_fraction
     throw;
   }
   if (model_path.empty()) alias_model_entry(dir);
+  warn_short();
   return dir;
 }
 

@@ -314,6 +314,12 @@ void tokenize(const TokenizeOptions& o) {
     if (!lst.ok()) throw std::runtime_error("sentencepiece: " + lst.ToString());
   }
   const int vocab = sp.GetPieceSize();
+  // SentencePiece stops short of the size asked for when the text holds no more pieces (hard_vocab_limit off):
+  // say so, or a grid over vocabulary sizes would compare copies of one model without a word.
+  if (o.vocab_size > 0 && vocab < o.vocab_size)
+    std::fprintf(stderr, "poslab tokenize: %s %d: the text gives only %d pieces, so the model has %d, not %d\n",
+                 o.from_config ? "data.tokenizer.sentencepiece.vocab_size" : "--vocab-size", o.vocab_size, vocab, vocab,
+                 o.vocab_size);
   const int bytes = vocab <= 65536 ? 2 : 4;
   const std::string partial = o.out + ".partial-" + std::to_string(::getpid());
   stop_on_signals();  // from here on a signal must not leave the partial directory behind

@@ -88,6 +88,17 @@ tr, va = np.fromfile('oneline/train.bin', dtype=np.uint16).tolist(), np.fromfile
 text, t = open('oneline.txt').read(), sp.decode(tr)
 assert text.startswith(t) and sp.encode(t) + sp.encode(text[len(t):]) == tr + va
 "
+# A vocabulary larger than the text gives: SentencePiece stops short, and both ways of tokenizing say so.
+head -c 30000 "$TEXT" > part30k.txt
+"$POSLAB" tokenize --input part30k.txt --out large-vocab --vocab-size 100000 > large-vocab.log 2>&1
+check "tokenize says the model has fewer pieces than --vocab-size asked for" \
+  grep -q "poslab tokenize: --vocab-size 100000: the text gives only [0-9]* pieces, so the model has [0-9]*, not 100000" large-vocab.log
+cat > large-vocab.json <<JSON
+{"data": {"kind": "text", "path": "part30k.txt", "tokenizer": {"sentencepiece": {"vocab_size": 100000}}},
+ "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}, "train": {"max_iters": 1}, "eval": {"lengths": [16]}}
+JSON
+"$POSLAB" train -c large-vocab.json --out runs-large/r > large-vocab-train.log 2>&1
+check "a text config says so too" grep -q "data.tokenizer.sentencepiece.vocab_size 100000: the text gives only [0-9]* pieces" large-vocab-train.log
 # Each input file is one document, a file given twice (upsampled) too: an end-of-text id between every two.
 printf 'a short document\n' > doc.txt
 "$POSLAB" tokenize --input doc.txt doc.txt "$TEXT" --out docs --tokenizer bpe/tokenizer.model > docs.log 2>&1
