@@ -315,6 +315,35 @@ TEST(TokenCorpus, LinkedFilesReadTheMetaBesideTheLinks) {
   EXPECT_EQ(make_corpus(c)->tokenizer().size(), 60);
 }
 
+// The scan cache is keyed by size and modification time: a file rewritten keeping both (a restored time) is
+// checked by the full scan that a refusal makes, and opens when its ids are fine (it was refused naming the
+// token before the file, "byte offset -2 (token -1)", after reading outside the map).
+TEST(TokenCorpus, AStaleScanCacheIsCheckedAgainstTheFile) {
+  TempDir dir;
+  std::vector<uint16_t> train(1000, 1);
+  train[10] = 90;
+  write_u16(dir.sub("train.bin"), train);
+  write_u16(dir.sub("val.bin"), std::vector<uint16_t>(300, 1));
+  const auto when = std::filesystem::last_write_time(dir.sub("train.bin"));
+  Config c = token_config(dir.path.string());
+  c.data.vocab_size = 100;
+  EXPECT_NO_THROW(make_corpus(c));  // caches the largest id, 90
+  train[10] = 1;
+  write_u16(dir.sub("train.bin"), train);
+  std::filesystem::last_write_time(dir.sub("train.bin"), when);
+  c.data.vocab_size = 50;
+  EXPECT_NO_THROW(make_corpus(c));
+  train[20] = 70;
+  write_u16(dir.sub("train.bin"), train);
+  std::filesystem::last_write_time(dir.sub("train.bin"), when);
+  try {
+    make_corpus(c);
+    ADD_FAILURE();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.bin: token id 70 at byte offset 40 (token 20)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TokenCorpus, RefusesIdsAtOrAboveTheVocabularyAndShortValidation) {
   TempDir dir;
   std::vector<uint16_t> train(100, 1), val(100, 1);

@@ -56,7 +56,9 @@ TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, 
   for (const TokenFile* f : {&train_, &val_}) {
     if (f->max_id() >= vocab) {
       const int64_t at = f->first_id_at_or_above(vocab);
-      throw ConfigError(f->offset_message(at, f->at(at), vocab));
+      // None found: the cached largest id was stale (the file was rewritten keeping its size and time), and
+      // this scan of the whole file has just checked every id.
+      if (at >= 0) throw ConfigError(f->offset_message(at, f->at(at), vocab));
     }
   }
   const int64_t need_train = block_size_ + 1;
