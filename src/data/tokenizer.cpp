@@ -97,7 +97,16 @@ int64_t Tokenizer::id(const std::string& symbol) const {
 }
 
 std::vector<int64_t> Tokenizer::encode(const std::string& text, const std::string& source) const {
-  if (!sp_model_.empty()) return sentencepiece_encode(sp_model_, text, source);
+  if (!sp_model_.empty()) {
+    auto ids = sentencepiece_encode(sp_model_, text, source);
+    // A model of more pieces than the run's vocabulary (a meta.json whose vocab_size is below its tokenizer's)
+    // writes ids the model has no row for.
+    for (int64_t id : ids)
+      if (id >= vocab_size_)
+        throw ConfigError(source + ": SentencePiece gives id " + std::to_string(id) + ", past the run's vocabulary of " +
+                          std::to_string(vocab_size_) + " (" + sp_model_ + " has more pieces than that vocabulary)");
+    return ids;
+  }
   std::vector<int64_t> ids;
   if (symbols_.empty()) {  // bare ids: the text is the ids
     std::stringstream ss(text);

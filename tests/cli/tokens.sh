@@ -99,6 +99,21 @@ cat > large-vocab.json <<JSON
 JSON
 "$POSLAB" train -c large-vocab.json --out runs-large/r > large-vocab-train.log 2>&1
 check "a text config says so too" grep -q "data.tokenizer.sentencepiece.vocab_size 100000: the text gives only [0-9]* pieces" large-vocab-train.log
+# A meta.json whose vocab_size (300) is below its tokenizer's 512 pieces: the ids in the files fit, but a prompt
+# that encodes to a piece past 300 is refused naming both, not sent to the model's embedding.
+mkdir -p vocab300 && cp bpe/tokenizer.model vocab300/
+/usr/bin/python3 -c "
+import numpy as np
+for f in ('train', 'val'):
+    a = np.fromfile('bpe/%s.bin' % f, dtype=np.uint16)
+    a[a < 300].tofile('vocab300/%s.bin' % f)
+open('vocab300/meta.json', 'w').write('{\"vocab_size\": 300, \"dtype\": \"uint16\", \"tokenizer\": \"tokenizer.model\"}')"
+cat > vocab300.json <<JSON
+{"data": {"kind": "tokens", "dir": "vocab300"},
+ "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}, "train": {"max_iters": 1}, "eval": {"lengths": [16]}}
+JSON
+"$POSLAB" train -c vocab300.json --out runs-300/r > vocab300.log 2>&1
+expect_fail 2 "--prompt: SentencePiece gives id" -- "$POSLAB" sample --run runs-300/r --prompt "The License" --tokens 3
 # Each input file is one document, a file given twice (upsampled) too: an end-of-text id between every two.
 printf 'a short document\n' > doc.txt
 "$POSLAB" tokenize --input doc.txt doc.txt "$TEXT" --out docs --tokenizer bpe/tokenizer.model > docs.log 2>&1
