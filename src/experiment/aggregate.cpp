@@ -1,5 +1,6 @@
 // Aggregation: the cells' eval.json and summary.json folded into rows of mean and standard
 // deviation over seeds, one row per group x eval length; plus the console table and CSV.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -141,7 +142,10 @@ json aggregate_results(const Experiment& e, const std::string& out) {
         row[std::string(k) + "_std"] = st["std"];
         row[std::string(k) + "_ci95"] = st["ci95"];
       }
-      row["params"] = params[g].mean();
+      // A count: one integer where the group's cells agree (they share the model), as summary.json has it.
+      const auto& pv = params[g].values;
+      const bool one_count = !pv.empty() && std::all_of(pv.begin(), pv.end(), [&](double v) { return v == pv[0]; });
+      row["params"] = one_count ? json(static_cast<int64_t>(pv[0])) : json(params[g].mean());
       row["tokens_per_s_mean"] = speed[g].mean();
       row["wall_s_mean"] = wall[g].mean();
       rows.push_back(row);

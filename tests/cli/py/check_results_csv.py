@@ -34,6 +34,12 @@ for record, row in zip(body, rows):
             assert float(text) == want and text != "-0", (name, text, want)
         else:
             assert text == want, (name, text, want)
+# params is a count: an integer in the file, the one every done cell of the row's group has.
+cells = json.load(open(f"{out}/results.json"))["cells"]
+for record, row in zip(body, rows):
+    text = record[header.index("params")]
+    counts = {c["params"] for c in cells if c["group"] == row["group"] and c["status"] == "done"}
+    assert re.fullmatch(r"[0-9]+", text) and counts == {int(text)}, ("params", text, counts)
 # Strings are quoted in the file itself (a group holding a comma or a quote stays one field).
 for line, row in zip(raw.split("\r\n")[1:], rows):
     assert line.startswith('"' + row["group"].replace('"', '""') + '",'), line
