@@ -42,16 +42,21 @@ void add_data(CLI::App& app) {
       std::vector<int64_t> ids(x.data_ptr<int64_t>(), x.data_ptr<int64_t>() + x.numel()), scored;
       for (int64_t t = 0; t < y.numel(); ++t)
         if (y[t].item<int64_t>() >= 0) scored.push_back(y[t].item<int64_t>());
-      std::string input = tok.decode(ids);
+      // Bare ids come out of decode each after a space, for sample's stream: here the list needs no lead.
+      const auto text = [&](const std::vector<int64_t>& v) {
+        std::string t = tok.decode(v);
+        return tok.ids_only() && !t.empty() ? t.substr(1) : t;
+      };
+      std::string input = text(ids);
       if (corpus->is_task()) input = input.substr(0, input.find_last_not_of('_') + 1);
       if (o->format == "jsonl") {
         nlohmann::json targets = nlohmann::json::array();
         for (int64_t t = 0; t < y.numel(); ++t)
-          if (y[t].item<int64_t>() >= 0) targets.push_back({t, tok.decode({y[t].item<int64_t>()})});
+          if (y[t].item<int64_t>() >= 0) targets.push_back({t, text({y[t].item<int64_t>()})});
         std::cout << nlohmann::json{{"input", input}, {"targets", targets}}.dump() << "\n";
         continue;
       }
-      std::cout << input << "  >>" << (corpus->is_task() ? tok.decode(scored) : "(all " + std::to_string(scored.size()) + " next tokens)") << "\n";
+      std::cout << input << "  >>" << (corpus->is_task() ? text(scored) : "(all " + std::to_string(scored.size()) + " next tokens)") << "\n";
     }
   });
 }

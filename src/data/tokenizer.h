@@ -35,6 +35,8 @@ class Tokenizer {
   // Whether decoding one token at a time gives the text (not for SentencePiece: pieces carry
   // their word boundaries and byte-fallback bytes that only make sense together).
   bool decodes_per_token() const { return sp_model_.empty(); }
+  // No vocabulary but a size (token files without a sidecar): decode writes each id after a space.
+  bool ids_only() const { return symbols_.empty() && sp_model_.empty(); }
   bool contains(const std::string& symbol) const { return index_.count(symbol) > 0; }
   int64_t id(const std::string& symbol) const;
   // Throws ConfigError naming the first character outside the vocabulary. Symbols of several characters

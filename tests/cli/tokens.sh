@@ -246,6 +246,21 @@ import json; assert json.load(open('runs/ids/vocab.json')) == {'vocab_size': 100
 out=$("$POSLAB" sample --run runs/ids --prompt "1 2 3" --tokens 5 --seed 1 2>/dev/null)
 check "sample on an ids-only run takes and prints ids" bash -c '[[ "$1" =~ ^"1 2 3"( [0-9]+){5}$ ]]' _ "$out"
 expect_fail 2 "--prompt: 'abc' is not a token id below 100" -- "$POSLAB" sample --run runs/ids --prompt "abc"
+# poslab data shows such a corpus as ids, one space between them and none before: train.bin's own windows.
+"$POSLAB" data -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=ids --set data.vocab_size=100 --n 3 \
+  --format jsonl > ids.jsonl 2>/dev/null
+check "poslab data --format jsonl on an ids-only corpus: the input is ids of train.bin, space-separated" /usr/bin/python3 -c "
+import json, numpy as np
+train = np.fromfile('ids/train.bin', dtype=np.uint16).tolist()
+lines = [json.loads(l) for l in open('ids.jsonl')]
+assert len(lines) == 3
+for l in lines:
+    x = l['input']
+    assert x == ' '.join(x.split()) and x, repr(x[:40])
+    ids = [int(t) for t in x.split()]
+    assert any(train[i:i + len(ids)] == ids for i in range(len(train) - len(ids) + 1)), ids[:8]
+    assert all(t == str(int(t)) for _, t in l['targets']), l['targets'][:3]
+"
 
 # A token file that turns bad under a running job (ids past the vocabulary written in place, its size and
 # time kept, so the cached scan still vouches for it): the run fails at the step that reads them, exit 1,
