@@ -3,14 +3,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstring>
 #include <ctime>
 
 namespace poslab {
 
 static std::atomic<int> g_signals{0};
 static std::atomic<int64_t> g_first_ns{0};  // when the first signal came (CLOCK_MONOTONIC)
+static std::atomic<bool> g_exit_now{false};  // exit_on_stop: nothing left to checkpoint
+static char g_exit_message[1024];
+static size_t g_exit_message_size = 0;
 
 static int64_t now_ns() {
   timespec ts{};
@@ -19,6 +24,10 @@ static int64_t now_ns() {
 }
 
 static void on_signal(int) {
+  if (g_exit_now.load()) {
+    (void)!::write(2, g_exit_message, g_exit_message_size);
+    ::_exit(130);
+  }
   const int64_t now = now_ns();
   if (g_signals.load() >= 1) {
     // One stop can arrive twice: Ctrl-C reaches a compare cell from the terminal and again from compare, which
@@ -40,6 +49,13 @@ void install_stop_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+}
+
+void exit_on_stop(const std::string& message) {
+  const std::string line = "\nposlab: " + message + "\n";
+  g_exit_message_size = std::min(line.size(), sizeof(g_exit_message));
+  std::memcpy(g_exit_message, line.data(), g_exit_message_size);
+  g_exit_now.store(true);
 }
 
 bool stop_requested() { return g_signals.load() > 0; }

@@ -3,9 +3,14 @@
 // (within the second it is the same stop arriving twice: from the terminal and from compare).
 #pragma once
 
+#include <string>
+
 namespace poslab {
 
 void install_stop_handlers();
+// From now on a signal exits at once with status 130, printing `message` on stderr: for work with
+// nothing to checkpoint and nothing half-written if it stops (the evaluation after training).
+void exit_on_stop(const std::string& message);
 bool stop_requested();
 void request_stop();  // what the handler does; tests call it directly
 void clear_stop();

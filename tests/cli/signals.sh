@@ -29,6 +29,23 @@ cp run-INT/checkpoint.pt before.pt
 expect_fail 2 "--stop-at 1: the run in run-INT is at step $((step + 10)) already" -- "$POSLAB" train --resume run-INT --stop-at 1
 check "... and the checkpoint is left as it was" cmp -s before.pt run-INT/checkpoint.pt
 
+# A signal during the evaluation after training (eval.lengths; minutes on a long corpus) ends it at once: the run
+# is trained and checkpointed, eval.json is left to `poslab eval`. It used to evaluate on and exit 0.
+printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 4, "eval_interval": 20, "precision": "fp32", "threads": 1},\n "eval": {"lengths": [8], "batches": 1000000}}\n' > evals.json
+"$POSLAB" train -c evals.json --out run-eval > log-eval 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do grep -q "done: val" log-eval && break; sleep 0.1; done
+sleep 0.5
+kill -INT $pid
+for _ in $(seq 1 50); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill -9 $pid; echo "(the evaluation went on after SIGINT)"; }
+wait $pid
+status=$?
+check "SIGINT during the evaluation exits with 130 (got $status)" test "$status" -eq 130
+check "... says how to evaluate the trained run" grep -q "poslab eval --run run-eval" log-eval
+check "... the run stays done" grep -q '"status": "done"' run-eval/summary.json
+check "... and no eval.json is written" test ! -e run-eval/eval.json
+
 # kill -9 at arbitrary moments: the checkpoint on disk always loads.
 "$POSLAB" train -c long.json --out run-kill > log-kill 2>&1 &
 pid=$!
