@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -267,6 +268,24 @@ TEST(Divergence, NanLossStopsWithFailedSummaryAndKeepsCheckpoint) {
   EXPECT_EQ(summary["status"], "failed");
   EXPECT_NE(summary["error"].get<std::string>().find("at step"), std::string::npos);
   EXPECT_TRUE(std::filesystem::exists(RunPaths{dir.sub("run")}.checkpoint()));
+}
+
+// With checkpoint_interval, a checkpoint comes right after an update that no loss has seen yet: when that
+// update diverged (the next step's loss is nan), it must not have replaced the last good checkpoint.
+TEST(Divergence, CheckpointBetweenEvaluationsKeepsTheLastGoodOne) {
+  TempDir dir;
+  Config c = tiny_copy("learned");
+  c.train.learning_rate = 1e6;  // finite weights after the update, a nan loss from them
+  c.train.warmup_iters = 0;
+  c.train.checkpoint_interval = 1;
+  EXPECT_THROW(train_new(c, dir.sub("run")), DivergenceError);
+  EXPECT_EQ(read_json_file(RunPaths{dir.sub("run")}.summary())["status"], "failed");
+  EXPECT_FALSE(std::filesystem::exists(RunPaths{dir.sub("run")}.checkpoint() + ".next"));
+  EvalOptions o;
+  o.lengths = {6};
+  auto e = evaluate_run(dir.sub("run"), o);  // from the checkpoint's weights
+  const auto& loss = e["results"][0]["loss"];  // a nan stays a number in memory (null once dumped)
+  EXPECT_TRUE(loss.is_number() && std::isfinite(loss.get<double>())) << loss << " at step " << e["step"];
 }
 
 TEST(Schedule, WarmupThenCosineToMinLr) {

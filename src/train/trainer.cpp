@@ -238,19 +238,28 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
   auto window_start = Clock::now();
   int64_t window_tokens = 0;
   const int64_t first_step = state.step;
-  auto checkpoint = [&] {
-    state.data_rng = data_rng.state;
-    state.train_seconds = elapsed();
-    state.world_size = dist.world_size();
-    state.rank_rng = dist.gather_rank_rng();  // a collective: every rank takes part
-    if (writes) save_checkpoint(paths.checkpoint(), model, optimizer, state, config_json);
-  };
+  // A checkpoint between evaluations (checkpoint_interval) holds weights that no loss has seen yet: it waits
+  // beside the last one until this step's training loss is found finite, so that an update that diverged (its
+  // loss shows it a step later) never replaces the last good checkpoint.
+  const std::string pending_path = paths.checkpoint() + ".next";
+  bool pending = false;
   auto check_finite = [&](const char* what, double value, int64_t step) {
     if (std::isfinite(value)) return;
     status = "failed";
     error = std::string(what) + " loss is " + std::to_string(value) + " at step " + std::to_string(step);
+    if (pending && writes) fs::remove(pending_path);
+    pending = false;
     write_summary(elapsed());
     throw DivergenceError(error + "; the last good checkpoint is kept in " + paths.checkpoint());
+  };
+  auto checkpoint = [&](bool checked) {
+    state.data_rng = data_rng.state;
+    state.train_seconds = elapsed();
+    state.world_size = dist.world_size();
+    state.rank_rng = dist.gather_rank_rng();  // a collective: every rank takes part
+    if (writes) save_checkpoint(checked ? paths.checkpoint() : pending_path, model, optimizer, state, config_json);
+    if (checked && pending && writes) fs::remove(pending_path);
+    pending = !checked;
   };
   model->train();
 
@@ -265,16 +274,16 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
         if (!state.has_best || last_val < state.best_val_loss) state.best_val_loss = last_val, state.has_best = true;
         metrics.write({{"step", step}, {"val_loss", last_val}});
         spdlog::info("step {:>6}/{} | val {:.4f} | best {:.4f}", step, t.max_iters, last_val, state.best_val_loss);
-        checkpoint();
+        checkpoint(/*checked=*/true);
       } else if (t.checkpoint_interval > 0 && step % t.checkpoint_interval == 0) {
-        checkpoint();
+        checkpoint(/*checked=*/false);
       }
       if (last) break;
       // A signal may reach one rank a step before another: the ranks agree on it every step, and all
       // report it (a launcher reading any rank's status must see the run was interrupted).
       const bool signalled = dist.any(stop_requested());
       if (signalled || (stop_at > 0 && step >= stop_at)) {
-        checkpoint();
+        checkpoint(/*checked=*/true);
         status = "interrupted";
         json s = write_summary(elapsed());
         spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}", step, dir);
@@ -294,10 +303,13 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
       state.tokens += batch.x.numel();
       window_tokens += batch.x.numel();
 
-      // On CUDA, reading the loss syncs the device: only at log steps. On CPU it is free.
-      if (step % t.log_interval == 0 || rt.device.is_cpu()) {
+      // On CUDA, reading the loss syncs the device: only at log steps (and to confirm a pending
+      // checkpoint). On CPU it is free.
+      if (step % t.log_interval == 0 || rt.device.is_cpu() || pending) {
         const double value = dist.sum(loss.item<double>());  // each rank holds its rows' share of the mean
         check_finite("training", value, step);
+        if (pending && writes) fs::rename(pending_path, paths.checkpoint());
+        pending = false;
         if (step % t.log_interval == 0) {
           const double window_s = std::chrono::duration<double>(Clock::now() - window_start).count();
           const double tok_s = window_s > 0 ? window_tokens / window_s : 0;
