@@ -69,6 +69,16 @@ std::vector<std::pair<std::string, json>> probe_units(const Experiment& e, const
   return units;
 }
 
+// The best mean exact match of a probe's groups at `length` and the group's item; -1 where none scored there.
+std::pair<double, std::string> best_exact_at(const json& probe, int length) {
+  std::pair<double, std::string> best{-1.0, ""};
+  for (const auto& g : probe["groups"])
+    for (const auto& l : g["lengths"])
+      if (l["length"] == length && l["exact_mean"].is_number() && l["exact_mean"].get<double>() > best.first)
+        best = {l["exact_mean"].get<double>(), g["item"].get<std::string>()};
+  return best;
+}
+
 }  // namespace
 
 void add_probe_results(json& results, const Experiment& e, const std::string& out) {
@@ -206,12 +216,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
     // As for the passkey below: an effective length of none says nothing about distance where the task was
     // not learned at the training length itself.
     const int train = mq["train_length"].get<int>();
-    double at_train = -1;
-    std::string at_train_name;
-    for (const auto& g : mq["groups"])
-      for (const auto& l : g["lengths"])
-        if (l["length"] == train && l["exact_mean"].is_number() && l["exact_mean"].get<double>() > at_train)
-          at_train = l["exact_mean"].get<double>(), at_train_name = g["item"];
+    const auto [at_train, at_train_name] = best_exact_at(mq, train);
     if (at_train >= 0 && at_train < mq["threshold"].get<double>())
       text += " No encoding answers every query reliably even at the training length (best: " + at_train_name + ", " +
               fmt(at_train) + " of examples at " + std::to_string(train) + " tokens): the models did not learn the task at " +
@@ -240,12 +245,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
   for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
   text += ".";
   // Retrieval past the training length means something only where it works at the training length.
-  double at_train = -1;
-  std::string at_train_name;
-  for (const auto& g : pk["groups"])
-    for (const auto& l : g["lengths"])
-      if (l["length"] == train && l["exact_mean"].is_number() && l["exact_mean"].get<double>() > at_train)
-        at_train = l["exact_mean"].get<double>(), at_train_name = g["item"];
+  const auto [at_train, at_train_name] = best_exact_at(pk, train);
   if (at_train >= 0 && at_train < pk["threshold"].get<double>()) {
     // Pooled over seeds it failed; at this scale single seeds often learn the format outright while
     // others do not (docs/reproductions.md), and a reader should see which did.
