@@ -59,8 +59,14 @@ def plot_probe(probe, out):
     fig, ax = plt.subplots(figsize=(1.2 + 0.9 * max(3, len({r["length"] for r in probe["results"]})), 3.6))
     what = ("%s pairs, %s gaps" % (probe.get("pairs"), probe.get("gaps")) if probe.get("task") == "mqar"
             else "%s template, %s-digit keys" % (probe.get("template"), probe.get("digits")))
+    # A probe run with a RoPE scaling (eval.rope_scaling, probe --rope-scaling) decoded another model than the
+    # encoding as trained: the title says which.
+    model = probe.get("encoding")
+    scaling = probe.get("rope_scaling")
+    if isinstance(scaling, dict):
+        model = "%s, %s x%g RoPE scaling" % (model, scaling.get("kind"), scaling.get("factor"))
     im = draw_heatmap(ax, probe, "%s probe, %s: exact match (%s)\ndashed: the training length "
-                      "(%s tokens); effective length %s" % (probe.get("task"), probe.get("encoding"), what,
+                      "(%s tokens); effective length %s" % (probe.get("task"), model, what,
                                                             probe.get("train_length"), probe.get("effective_length")))
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     fig.tight_layout()

@@ -1,5 +1,6 @@
 """A run's probe heat map shows its whole title: with few lengths the figure is narrower than the title's
-two lines, and the picture must widen to hold them rather than cut them off at both sides."""
+two lines, and the picture must widen to hold them rather than cut them off at both sides. A probe run
+with a RoPE scaling says which in its title."""
 import os
 import sys
 import tempfile
@@ -29,3 +30,12 @@ fig.canvas.draw()
 need = text.get_window_extent().width
 plt.close(fig)
 assert width >= need, "the heat map is %d pixels wide, its title's first line %d: the title is cut off" % (width, need)
+# A probe with a RoPE scaling names it in the title (the figure's axes, caught as it is saved).
+titles = []
+save = style.save
+probes.style.save = lambda fig, out: (titles.append(fig.axes[0].get_title()), save(fig, out))
+with tempfile.TemporaryDirectory() as d:
+    probes.plot_probe(dict(probe, rope_scaling={"kind": "yarn", "factor": 4.0, "original_length": 64}), os.path.join(d, "a.png"))
+    probes.plot_probe(dict(probe, rope_scaling="none"), os.path.join(d, "b.png"))
+assert titles[0].startswith("passkey probe, rope, yarn x4 RoPE scaling: exact match"), titles[0]
+assert titles[1].startswith("passkey probe, rope: exact match"), titles[1]
