@@ -317,6 +317,24 @@ TEST(Checkpoint, CorruptOrTruncatedFileGivesClearError) {
   }
 }
 
+// A run whose vocab.json is gone is named as the run, whatever reads it (eval, probe, resume), not as a config.
+TEST(Checkpoint, MissingVocabularyIsNamedAsTheRuns) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  std::filesystem::remove(RunPaths{dir.sub("run")}.vocab());
+  for (int resume = 0; resume < 2; ++resume) {
+    try {
+      if (resume) train_resume(dir.sub("run"));
+      else load_run(dir.sub("run"));
+      ADD_FAILURE();
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()), "run " + dir.sub("run") + ": vocab.json, the run's vocabulary, is missing");
+    }
+  }
+}
+
 TEST(Checkpoint, OtherEncodingOrShapeIsRefused) {
   TempDir dir;
   Config c = tiny_copy("rope");

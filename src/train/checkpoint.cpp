@@ -197,6 +197,11 @@ std::string RunPaths::cache() const {
   return (p.parent_path().empty() ? std::filesystem::path(".") : p.parent_path()).string() + "/.poslab-cache";
 }
 
+Tokenizer RunPaths::read_vocab() const {
+  if (!file_exists(vocab())) throw ConfigError("run " + dir + ": vocab.json, the run's vocabulary, is missing");
+  return Tokenizer::from_json(read_json_file(vocab()), dir);
+}
+
 bool is_run_dir(const std::string& dir) { return file_exists(RunPaths{dir}.config()); }
 
 LoadedRun load_run(const std::string& dir) {
@@ -205,7 +210,7 @@ LoadedRun load_run(const std::string& dir) {
   LoadedRun run;
   run.config = config_from_json(read_json_file(paths.config()));
   run.config.data.cache_dir = paths.cache();
-  run.tokenizer = Tokenizer::from_json(read_json_file(paths.vocab()), dir);
+  run.tokenizer = paths.read_vocab();
   run.config.model.vocab_size = static_cast<int>(run.tokenizer.size());
   run.model = GPT(run.config.model);
   if (!file_exists(paths.checkpoint()))

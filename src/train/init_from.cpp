@@ -15,7 +15,7 @@ InitSource read_init_source(const std::string& dir, Config& c) {
   RunPaths paths{dir};
   if (!is_run_dir(dir)) throw ConfigError(flag + "no run here (config.json is missing)");
   if (!file_exists(paths.checkpoint())) throw ConfigError(flag + "no checkpoint.pt (the run stopped before its first checkpoint)");
-  InitSource s{dir, config_from_json(read_json_file(paths.config())), Tokenizer::from_json(read_json_file(paths.vocab()), dir)};
+  InitSource s{dir, config_from_json(read_json_file(paths.config())), paths.read_vocab()};
   const auto &from = s.config.model, &to = c.model;
   auto same = [&](const char* key, const auto& there, const auto& here) {
     if (there == here) return;

@@ -19,6 +19,8 @@ struct RunPaths {
   std::string dir;
   std::string config() const { return dir + "/config.json"; }
   std::string vocab() const { return dir + "/vocab.json"; }
+  // The run's vocabulary, read from vocab.json; a missing one is named as the run's, not as a config.
+  Tokenizer read_vocab() const;
   std::string tokenizer_model() const { return dir + "/tokenizer.model"; }  // SentencePiece runs
   // Where text tokenized with SentencePiece is cached: shared by the runs beside this one.
   std::string cache() const;

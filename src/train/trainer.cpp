@@ -467,7 +467,7 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": no run here (config.json is missing)");
   Config c = config_from_json(read_json_file(paths.config()));
   c.data.cache_dir = paths.cache();
-  auto tokenizer = Tokenizer::from_json(read_json_file(paths.vocab()), dir);
+  auto tokenizer = paths.read_vocab();
   Session s = make_session(c, make_corpus(c, tokenizer), launch);
   if (file_exists(paths.checkpoint())) {
     s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
