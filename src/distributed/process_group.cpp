@@ -16,6 +16,7 @@
 
 #include "config/config.h"
 #include "distributed/buckets.h"
+#include "util/signals.h"
 
 #if defined(POSLAB_WITH_GLOO) && !defined(USE_C10D_GLOO)
 #define USE_C10D_GLOO  // ProcessGroupGloo.hpp is empty without it
@@ -341,11 +342,15 @@ static std::atomic<bool> rendezvous_begun{false};
 void tell_peers_of_failure(const Launch& launch, const std::string& error) {
   if (!launch.distributed() || rendezvous_begun) return;
 #if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
+  const std::string line = error.substr(0, error.find('\n'));
+  // Nothing is left to checkpoint: a signal while the others are told (rank 0 waits for them to read it)
+  // ends this rank at once, where it used to promise a checkpoint and go on waiting.
+  exit_on_stop("error: " + line + " (stopped by a signal before the other ranks read it)");
   try {
     quiet_c10d_logging();
     const std::chrono::milliseconds bound(1000LL * std::min(dist_timeout_s(), 30));
     auto store = make_store(launch, bound);
-    post_failure(*store, launch, error.substr(0, error.find('\n')), bound);
+    post_failure(*store, launch, line, bound);
   } catch (...) {
     // Best effort: no peer to tell (none started, or rank 0 is gone); this rank's own error is reported anyway.
   }

@@ -9,6 +9,8 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
+#include <iostream>
 #include <stdexcept>
 #include <thread>
 
@@ -129,9 +131,22 @@ std::string mismatch_message(const nlohmann::json& verdict, int me) {
 
 
 void post_failure(c10d::Store& store, const Launch& l, const std::string& error, std::chrono::milliseconds timeout) {
-  store.set(kFailed, bytes("rank " + std::to_string(l.rank) + " stopped before the rendezvous: " + error));
-  if (l.rank != 0) store.add(kFailedRead, 1);
-  else wait_for_readers(store, l, kFailedRead, std::chrono::steady_clock::now() + timeout);
+  const std::string message = "rank " + std::to_string(l.rank) + " stopped before the rendezvous: " + error;
+  store.set(kFailed, bytes(message));
+  if (l.rank != 0) {
+    store.add(kFailedRead, 1);
+    return;
+  }
+  // Rank 0 serves the store, so it stays until the others have read why. Where they have not within a
+  // second (not started yet, or none at all: launch variables left set by accident), it says so now
+  // rather than only after the wait.
+  const auto start = std::chrono::steady_clock::now(), deadline = start + timeout;
+  wait_for_readers(store, l, kFailedRead, std::min(deadline, start + std::chrono::seconds(1)));
+  if (store.add(kFailedRead, 0) >= l.world_size - 1 || std::chrono::steady_clock::now() >= deadline) return;
+  std::cerr << "poslab: distributed launch (" << l.launcher << ", world size " << l.world_size << "): " << message
+            << "; waiting up to " << std::chrono::duration_cast<std::chrono::seconds>(timeout).count()
+            << " s for the other ranks to read it (Ctrl-C stops now)" << std::endl;
+  wait_for_readers(store, l, kFailedRead, deadline);
 }
 
 }  // namespace poslab

@@ -27,7 +27,8 @@ std::string mismatch_message(const nlohmann::json& verdict, int me);
 
 // Reports through the store that this rank stopped with `error` before the rendezvous, so that the
 // others stop at once instead of waiting for it until the timeout. Rank 0, which may serve the store,
-// stays until every other rank has read it or `timeout` has passed.
+// stays until every other rank has read it or `timeout` has passed, and prints the error at once when
+// they have not read it within a second.
 void post_failure(c10d::Store& store, const Launch& l, const std::string& error, std::chrono::milliseconds timeout);
 
 }  // namespace poslab

@@ -102,7 +102,16 @@ expect_fail 2 "RANK=2 must be below WORLD_SIZE=2" -- env RANK=2 WORLD_SIZE=2 MAS
 expect_fail 2 "WORLD_SIZE='two' is not an integer" -- env RANK=0 WORLD_SIZE=two MASTER_ADDR=127.0.0.1 "$POSLAB" train -c tiny.json --out bad2
 expect_fail 2 "MASTER_ADDR is not set" -- env RANK=0 WORLD_SIZE=2 "$POSLAB" train -c tiny.json --out bad3
 expect_fail 2 "WORLD_SIZE is missing" -- env RANK=0 "$POSLAB" train -c tiny.json --out bad4
-expect_fail 2 "train.batch_size: 8 is not divisible by the world size 3" -- env RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 "$POSLAB" train -c tiny.json --out bad5
+# A config refused for the world size on a rank 0 alone: it waits (3 s here) for ranks that never come to
+# read why, saying so first, then ends with the error as its one error line.
+RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=3 \
+  "$POSLAB" train -c tiny.json --out bad5 > lone5.log 2>&1
+echo $? > lone5.rc
+check "batch not divisible by the world size: exit 2 (got $(cat lone5.rc)), the wait said, then one error line" \
+  bash -c '[ "$(cat lone5.rc)" = 2 ] && [ $(grep -c . lone5.log) -eq 2 ] &&
+           grep -q "^poslab: distributed launch (RANK/WORLD_SIZE, world size 3): rank 0 stopped before the rendezvous: train.batch_size: 8 is not divisible by the world size 3.*; waiting up to 3 s" lone5.log &&
+           tail -1 lone5.log | grep -q "^poslab: error: train.batch_size: 8 is not divisible by the world size 3 (it is the global batch" &&
+           [ ! -e bad5 ]'
 expect_fail 2 "SLURM_PROCID=4 must be below SLURM_NTASKS=4" -- env SLURM_PROCID=4 SLURM_NTASKS=4 MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad6
 expect_fail 2 "OMPI_COMM_WORLD_SIZE='' is not an integer" -- env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE= MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad7
 unset MASTER_PORT
@@ -166,6 +175,20 @@ check "rank 0 refuses its config: rank 1 exits 1 naming it" \
   bash -c '[ "$(cat early0.rc1)" = 1 ] && grep -q "(rank 1 of 2): rank 0 stopped before the rendezvous: .*model.n_layer must be positive" early0.r1'
 check "...both pairs well within the 10 s timeout ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 15
 check "...and nothing written" bash -c '! ls -d early0 early1 2> /dev/null'
+# A lone process with launch variables left set by accident: no other rank will read why rank 0 stopped.
+# It says so at once (it used to be silent for the whole wait), and a signal then ends it at once (it used
+# to promise a checkpoint and wait on).
+start=$(date +%s)
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=30 \
+  timeout --preserve-status 4 "$POSLAB" train -c tiny.json --set model.n_layer=0 --out stray > stray.log 2>&1
+echo $? > stray.rc
+check "stray launch variables: rank 0 names its error and the wait before the signal" \
+  grep -q "^poslab: distributed launch (RANK/WORLD_SIZE, world size 2): rank 0 stopped before the rendezvous: model.n_layer must be positive, got 0; waiting up to 30 s for the other ranks to read it" stray.log
+check "...the signal ends it at once, exit 130, not 30 s later ($(( $(date +%s) - start )) s, exit $(cat stray.rc))" \
+  bash -c '[ "$(cat stray.rc)" = 130 ] && [ $(( $(date +%s) - $1 )) -le 10 ]' _ "$start"
+check "...naming the error again, and no checkpoint promised" \
+  bash -c 'grep -q "^poslab: error: model.n_layer must be positive, got 0 (stopped by a signal" stray.log && ! grep -q checkpoint stray.log'
+check "...and nothing written" test ! -e stray
 # What may differ between machines: train.threads, and the path of the same data.
 "$PY" -c 'import random; r = random.Random(0); print("\n".join(" ".join(r.choice(["ab", "ba", "cab", "d"]) for _ in range(12)) for _ in range(200)))' > a.txt
 mkdir -p elsewhere && cp a.txt elsewhere/a.txt && { cat a.txt; echo "ab ba cab d"; } > other.txt
