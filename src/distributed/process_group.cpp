@@ -376,7 +376,12 @@ std::unique_ptr<Distributed> connect(const Launch& launch, const torch::Device& 
                       "libgloo-dev) and rebuild poslab");
 #endif
 #if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
-  return std::make_unique<ProcessGroup>(launch, device, seed, bucket_bytes, same_everywhere);
+  // A rank waits here for the others (up to POSLAB_DIST_TIMEOUT_S) and nothing is written yet: a signal
+  // meanwhile ends it at once, where it used to promise a checkpoint and wait on for a rank that never came.
+  exit_on_stop("interrupted at the rendezvous, before training began (nothing written)");
+  auto group = std::make_unique<ProcessGroup>(launch, device, seed, bucket_bytes, same_everywhere);
+  stop_at_steps();
+  return group;
 #else
   (void)seed, (void)bucket_bytes, (void)same_everywhere;
   return nullptr;  // unreachable: one of the refusals above has thrown

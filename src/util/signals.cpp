@@ -58,6 +58,8 @@ void exit_on_stop(const std::string& message) {
   g_exit_now.store(true);
 }
 
+void stop_at_steps() { g_exit_now.store(false); }
+
 bool stop_requested() { return g_signals.load() > 0; }
 void request_stop() { g_signals.store(1); }
 void clear_stop() { g_signals.store(0); }

@@ -189,6 +189,17 @@ check "...the signal ends it at once, exit 130, not 30 s later ($(( $(date +%s) 
 check "...naming the error again, and no checkpoint promised" \
   bash -c 'grep -q "^poslab: error: model.n_layer must be positive, got 0 (stopped by a signal" stray.log && ! grep -q checkpoint stray.log'
 check "...and nothing written" test ! -e stray
+# A signal while rank 0 waits at the rendezvous for a rank that never comes ends it at once (exit 130,
+# nothing written); it used to promise a checkpoint and wait on until the timeout.
+start=$(date +%s)
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=30 \
+  timeout --preserve-status -s INT 4 "$POSLAB" train -c tiny.json --out alone > alone.log 2>&1
+echo $? > alone.rc
+check "a signal at the rendezvous: exit 130 at once ($(( $(date +%s) - start )) s, exit $(cat alone.rc))" \
+  bash -c '[ "$(cat alone.rc)" = 130 ] && [ $(( $(date +%s) - $1 )) -le 10 ]' _ "$start"
+check "...saying so, no checkpoint promised, nothing written" \
+  bash -c 'grep -q "^poslab: interrupted at the rendezvous, before training began (nothing written)" alone.log &&
+           ! grep -q checkpoint alone.log && [ ! -e alone ]'
 # What may differ between machines: train.threads, and the path of the same data.
 "$PY" -c 'import random; r = random.Random(0); print("\n".join(" ".join(r.choice(["ab", "ba", "cab", "d"]) for _ in range(12)) for _ in range(200)))' > a.txt
 mkdir -p elsewhere && cp a.txt elsewhere/a.txt && { cat a.txt; echo "ab ba cab d"; } > other.txt
