@@ -288,6 +288,66 @@ TEST(Divergence, CheckpointBetweenEvaluationsKeepsTheLastGoodOne) {
   EXPECT_TRUE(loss.is_number() && std::isfinite(loss.get<double>())) << loss << " at step " << e["step"];
 }
 
+// A stop (signal or --stop-at) between evaluations writes weights that no loss has seen: when the update
+// just before it diverged, the stop must say so and keep the last good checkpoint, not pass them on to
+// a resume as checked.
+TEST(Divergence, StopRightAfterADivergedUpdateKeepsTheLastGoodOne) {
+  TempDir dir;
+  Config c = tiny_copy("learned");
+  c.train.learning_rate = 1e6;  // finite weights after the update, a nan loss from them
+  c.train.warmup_iters = 0;
+  // First the step whose training loss is nan, running on; then the same run stopped right there.
+  int64_t nan_step = -1;
+  try {
+    train_new(c, dir.sub("probe"));
+  } catch (const DivergenceError& e) {
+    const std::string what = e.what(), mark = " at step ";  // "training loss is nan at step N" (or -nan, inf)
+    ASSERT_EQ(what.rfind("training loss is ", 0), 0u) << what;
+    ASSERT_NE(what.find(mark), std::string::npos) << what;
+    nan_step = std::stoll(what.substr(what.find(mark) + mark.size()));
+  }
+  ASSERT_GT(nan_step, 0);
+  ASSERT_NE(nan_step % c.train.eval_interval, 0);  // a stop between evaluations
+  try {
+    train_new(c, dir.sub("run"), /*stop_at=*/nan_step);
+    ADD_FAILURE() << "the stop after a diverged update passed";
+  } catch (const DivergenceError& e) {
+    EXPECT_NE(std::string(e.what()).find("at the stop"), std::string::npos) << e.what();
+  }
+  const RunPaths paths{dir.sub("run")};
+  EXPECT_EQ(read_json_file(paths.summary())["status"], "failed");
+  EXPECT_FALSE(std::filesystem::exists(paths.checkpoint() + ".next"));
+  EvalOptions o;
+  o.lengths = {6};
+  auto e = evaluate_run(dir.sub("run"), o);
+  EXPECT_EQ(e["step"], 0);  // the checkpoint written by the evaluation at step 0
+  const auto& loss = e["results"][0]["loss"];
+  EXPECT_TRUE(loss.is_number() && std::isfinite(loss.get<double>())) << loss;
+
+  // An ordinary stop between evaluations still checkpoints its step and resumes from it.
+  Config fine = tiny_copy("learned");
+  fine.train.max_iters = 4;
+  auto stopped = train_new(fine, dir.sub("fine"), /*stop_at=*/3);
+  EXPECT_EQ(stopped.status, "interrupted");
+  EXPECT_FALSE(std::filesystem::exists(RunPaths{dir.sub("fine")}.checkpoint() + ".next"));
+  EXPECT_EQ(train_resume(dir.sub("fine")).status, "done");
+}
+
+// A kill -9 between a checkpoint_interval checkpoint and the next step's loss leaves checkpoint.pt.next
+// behind: a resume starts from checkpoint.pt and clears the unchecked file rather than keep it forever.
+TEST(Divergence, ResumeClearsAnUncheckedCheckpointLeftByAKill) {
+  TempDir dir;
+  Config c = tiny_copy("learned");
+  c.train.max_iters = 6;
+  ASSERT_EQ(train_new(c, dir.sub("run"), /*stop_at=*/3).status, "interrupted");
+  const RunPaths paths{dir.sub("run")};
+  const auto left = paths.checkpoint() + ".next";
+  std::filesystem::copy_file(paths.checkpoint(), left);  // as a killed run leaves it
+  EXPECT_EQ(train_resume(dir.sub("run")).status, "done");
+  EXPECT_FALSE(std::filesystem::exists(left));
+  EXPECT_TRUE(std::filesystem::exists(paths.checkpoint()));
+}
+
 TEST(Schedule, WarmupThenCosineToMinLr) {
   TrainConfig t;
   t.learning_rate = 1.0;

@@ -9,6 +9,7 @@
 #include "distributed/distributed.h"
 #include "distributed/launch.h"
 #include "model/gpt.h"
+#include "train/step.h"
 #include "util/runtime.h"
 
 namespace poslab {
@@ -25,23 +26,6 @@ struct TrainResult {
 struct DivergenceError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-// AdamW with two groups: weight decay on the model's decaying matrices, none on the rest.
-std::unique_ptr<torch::optim::AdamW> make_optimizer(GPT& model, const TrainConfig& train);
-// One optimizer step at learning rate `lr` on `batch` (moved to the runtime's device): forward
-// under autocast, backward, clipping, update. Returns the loss, still on the device.
-torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double lr,
-                         double grad_clip, const Runtime& runtime);
-// The same on this rank's rows of a global batch: the loss is summed over `batch` and divided by
-// `scored`, the global batch's count of scored targets, so that the gradients summed over ranks
-// (dist.all_reduce_gradients, before clipping) equal a single process's. Returns this rank's share
-// of the mean loss (dist.sum of it is the global loss).
-torch::Tensor train_step(GPT& model, torch::optim::AdamW& optimizer, const Batch& batch, double scored, double lr,
-                         double grad_clip, const Runtime& runtime, Distributed& dist);
-// Mean loss over train.eval_iters validation batches, the same batches at every call (their own
-// RNG, seeded from config.seed), so runs and benchmarks compare on one fixed set.
-double estimate_val_loss(GPT& model, const Corpus& corpus, const Config& config, const Runtime& runtime,
-                         Distributed& dist);
 
 // Starts a new run in `run_dir` (which must not hold a run). Everything is validated — config,
 // data, model — before the directory is created, so a bad input leaves nothing behind.
