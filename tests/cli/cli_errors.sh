@@ -333,6 +333,10 @@ if [ -f "$PLUGINS/libgaussian_bias.so" ]; then
   expect_fail 2 "libbad_throws_int.so: its registration failed: it threw int, not a std::exception" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_throws_int.so --out r7
   expect_fail 2 "libbad_static_builtin.so: not a poslab plug-in (it defines no POSLAB_PLUGIN entry points; it registered 'alibi' as it loaded" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_static_builtin.so --out r7
   expect_fail 1 "an exception that is not a std::exception (thrown by a plug-in?)" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_forward_int.so --set $PE.kind=forward_int_bias --out r7i
+  # Its own static initializer throws inside dlopen: one line naming the library and the throw, exit 2, no
+  # core dump from std::terminate, and no run directory.
+  expect_fail 2 "$PE.plugin $PLUGINS/libbad_static_throws.so: a static initializer threw as it loaded: the table file kernel.bin is missing" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_static_throws.so --set $PE.kind=static_throws_bias --out r7s
+  check "no run directory after a plug-in's initializer threw" test ! -e r7s
   expect_fail 2 "libbad_static_free.so: not a poslab plug-in" -- "$POSLAB" pe --plugin $PLUGINS/libbad_static_free.so --kind static_free_bias -n 4 -d 4
   L=(--set $PE.plugin=$PLUGINS/liblist_options.so --set $PE.kind=list_bias)
   expect_fail 2 "$PE.kind list_bias (plug-in $PLUGINS/liblist_options.so): its check failed: bad width" -- "$POSLAB" train -c ok.json "${L[@]}" --set "$PE.list_widths=[1, -1]" --out r7

@@ -3,7 +3,7 @@
 // a throwing constructor, a registration that throws what is not a std::exception, a kind whose forward
 // pass throws what is not a std::exception, and libraries without
 // entry points that register a kind from a static EncodingRegistrar as they load (inside dlopen): a
-// built-in's name, a free one. Each is a real shared library built against this poslab (tests/CMakeLists.txt).
+// built-in's name, a free one; and a plug-in whose own static initializer throws inside dlopen. Each is a real shared library built against this poslab (tests/CMakeLists.txt).
 #include "model/positional/plugin.h"
 
 #include <memory>
@@ -34,6 +34,11 @@ extern "C" int not_a_poslab_plugin() { return 1; }  // a shared library without 
 static const poslab::EncodingRegistrar kTaken{spec("alibi")};  // the in-tree pattern, a built-in's name
 #elif defined(POSLAB_BAD_STATIC_FREE)
 static const poslab::EncodingRegistrar kFree{spec("static_free_bias")};  // a free name, but no entry points
+#elif defined(POSLAB_BAD_STATIC_THROWS)
+// A table built as the library loads, from something missing on this machine: the throw comes inside dlopen.
+static int load_table() { throw std::runtime_error("the table file kernel.bin is missing"); }
+[[maybe_unused]] static const int kTable = load_table();
+POSLAB_PLUGIN(registrar) { registrar.add(spec("static_throws_bias")); }
 #elif defined(POSLAB_BAD_ABI)
 // Built for another plug-in ABI: the entry points written out by hand, one number off.
 extern "C" __attribute__((visibility("default"))) poslab::PluginAbi poslab_plugin_abi() {

@@ -3,6 +3,9 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -25,6 +28,25 @@ struct CollectRegistrations {
   explicit CollectRegistrations(std::vector<EncodingSpec>* into) : previous(collect_registrations(into)) {}
   ~CollectRegistrations() { collect_registrations(previous); }
   std::vector<EncodingSpec>* previous;
+};
+
+// A throw from one of the library's own static initializers (a table built as it loads, say) cannot leave
+// dlopen either: std::terminate would abort with a core dump. While dlopen runs, terminating says which
+// library threw what, in one line, and exits 2 as a refused input does (nothing has been written for it).
+std::string g_loading;  // "key path: " of the library being opened
+[[noreturn]] void initializer_threw() {
+  const std::string line = "poslab: error: " + g_loading + "a static initializer threw as it loaded: " +
+                           current_exception_text() + " (the library is not usable)\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  std::_Exit(2);
+}
+struct TerminateSaysWhichLibrary {
+  explicit TerminateSaysWhichLibrary(const std::string& where) : previous(std::set_terminate(initializer_threw)) {
+    g_loading = where;
+  }
+  ~TerminateSaysWhichLibrary() { std::set_terminate(previous); }
+  std::terminate_handler previous;
 };
 }  // namespace
 
@@ -99,6 +121,7 @@ const LoadedPlugin& load_plugin(const std::string& path, const std::string& key)
   void* handle = nullptr;
   {
     CollectRegistrations collect(&from_initializers);
+    TerminateSaysWhichLibrary terminate_says(where);
     // RTLD_LOCAL: the plug-in's own symbols stay its own; it finds poslab's and LibTorch's in the process.
     handle = ::dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
   }
