@@ -3,7 +3,13 @@
 // shape refused with a ConfigError naming the file.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -109,6 +115,55 @@ static std::string layout_error(const std::vector<uint8_t>& head, uint64_t size,
     return e.what();
   }
   return "";
+}
+
+// A raw uint16 file whose token i is i mod 65536, written here byte by byte (little-endian).
+static std::string write_counting_tokens(const TempDir& dir, const std::string& name, int64_t n) {
+  std::string bytes(static_cast<size_t>(n * 2), '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    bytes[static_cast<size_t>(2 * i)] = static_cast<char>(i & 0xff);
+    bytes[static_cast<size_t>(2 * i + 1)] = static_cast<char>((i >> 8) & 0xff);
+  }
+  return dir.file(name, bytes);
+}
+
+// A token file truncated while a run has it mapped: the next read past its new end is a ConfigError
+// naming the file and both sizes, and every read after it too, instead of SIGBUS ending the process.
+TEST(TokenFile, TruncatedWhileMappedIsAnErrorNamingTheFile) {
+  TempDir dir;
+  const int64_t n = int64_t{1} << 20;  // 2 MiB: the window read below lies far past the cut
+  const std::string path = write_counting_tokens(dir, "train.bin", n);
+  const TokenFile f(path, "nanogpt", "uint16", "data.train_path " + path);
+  std::vector<int64_t> out(64);
+  f.read(n - 64, 64, out.data(), 0);
+  for (int64_t i = 0; i < 64; ++i) ASSERT_EQ(out[i], (n - 64 + i) % 65536);
+  std::filesystem::resize_file(path, 4096);  // as a rewrite in place or a full disk leaves it
+  try {
+    f.read(n - 64, 64, out.data(), 0);
+    ADD_FAILURE() << "a read past the new end passed";
+  } catch (const ConfigError& e) {
+    const std::string want = "data.train_path " + path + ": the file was truncated while this process read it (4096 bytes now, " +
+                             std::to_string(n * 2) + " when opened)";
+    EXPECT_EQ(std::string(e.what()).rfind(want, 0), 0u) << e.what();
+  }
+  EXPECT_THROW(f.read(0, 8, out.data(), 0), ConfigError);  // the file is not what was opened: no read passes
+}
+
+// The handler answers faults in token files only: a SIGBUS anywhere else ends the process as before.
+TEST(TokenFileDeathTest, ASigbusOutsideTokenFilesStillEndsTheProcess) {
+  TempDir dir;
+  const std::string path = write_counting_tokens(dir, "train.bin", 1 << 16);
+  const TokenFile guarded(path, "nanogpt", "uint16", "data.train_path " + path);  // the handler is installed
+  const std::string other = write_counting_tokens(dir, "other.bin", 1 << 16);
+  EXPECT_EXIT(
+      {
+        const int fd = ::open(other.c_str(), O_RDWR);
+        auto* map = static_cast<volatile const char*>(::mmap(nullptr, 1 << 17, PROT_READ, MAP_SHARED, fd, 0));
+        if (::ftruncate(fd, 0) != 0) std::exit(3);
+        const char c = map[70000];  // past the new end
+        std::exit(c == 0 ? 4 : 5);  // not reached
+      },
+      ::testing::KilledBySignal(SIGBUS), "");
 }
 
 TEST(TokenFileLayout, RefusesEveryBadShapeNamingTheFile) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "data/map_guard.h"
 #include "util/files.h"
 
 namespace poslab {
@@ -88,12 +89,15 @@ TokenFile::TokenFile(const std::string& path, const std::string& format, const s
     throw ConfigError(source + ": cannot memory-map (" + std::strerror(errno) + ")");
   }
   map_ = static_cast<const uint8_t*>(m);
+  guard_ = guard_mapping(map_, map_bytes_);
   // Training reads windows at random offsets: read-ahead would pull in (and keep resident) pages
   // that are never used.
   ::madvise(const_cast<uint8_t*>(map_), map_bytes_, MADV_RANDOM);
 }
 
 void TokenFile::close() {
+  unguard_mapping(guard_);
+  guard_ = -1;
   if (map_ != nullptr) ::munmap(const_cast<uint8_t*>(map_), map_bytes_);
   if (fd_ >= 0) ::close(fd_);
   map_ = nullptr;
@@ -113,8 +117,10 @@ TokenFile& TokenFile::operator=(TokenFile&& o) noexcept {
     fd_ = o.fd_;
     map_ = o.map_;
     map_bytes_ = o.map_bytes_;
+    guard_ = o.guard_;
     o.fd_ = -1;
     o.map_ = nullptr;
+    o.guard_ = -1;
   }
   return *this;
 }
@@ -160,6 +166,12 @@ void TokenFile::read(int64_t start, int64_t n, int64_t* out, int64_t vocab_size)
   const uintptr_t from = std::max(lo, first & ~(kAround - 1));
   const uintptr_t to = std::min(hi, (last + kAround - 1) & ~(kAround - 1));
   if (to > from) ::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
+  if (mapping_lost(guard_)) {
+    struct stat st {};
+    const std::string now = ::fstat(fd_, &st) == 0 ? std::to_string(st.st_size) + " bytes now" : "its size unknown now";
+    throw ConfigError(source_ + ": the file was truncated while this process read it (" + now + ", " +
+                      std::to_string(map_bytes_) + " when opened); restore it, or write a changed file under a new name");
+  }
   if (vocab_size > 0 && top >= vocab_size) throw ConfigError(offset_message(top_at, top, vocab_size));
 }
 

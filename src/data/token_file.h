@@ -49,7 +49,8 @@ class TokenFile {
   // Token i (0 <= i < size()).
   int64_t at(int64_t i) const;
   // Copies tokens [start, start+n) into `out`; throws ConfigError naming the file and byte offset
-  // of the first id >= vocab_size (vocab_size 0: no check).
+  // of the first id >= vocab_size (vocab_size 0: no check), or naming the file when it was truncated
+  // while mapped.
   void read(int64_t start, int64_t n, int64_t* out, int64_t vocab_size) const;
   // The largest id in the file, from a sequential scan with progress on large files (pread in
   // chunks, so the scan does not grow resident memory), cached in PATH.poslab-scan.json when the
@@ -66,6 +67,7 @@ class TokenFile {
   int fd_ = -1;
   const uint8_t* map_ = nullptr;
   size_t map_bytes_ = 0;
+  int guard_ = -1;  // its slot in data/map_guard.h: a truncation while mapped is a clear error, not SIGBUS
 };
 
 }  // namespace poslab

@@ -282,6 +282,24 @@ check "... and summary.json says failed, with the reason" /usr/bin/python3 -c "
 import json; s = json.load(open('runs/changing/summary.json'))
 assert s['status'] == 'failed' and 'token id 200' in s['error'], s"
 
+# A token file truncated under a running job (rewritten in place, a full disk): the next read of its memory map
+# past the new end raises SIGBUS, which ended the process with "Bus error" and no summary. The run now fails at
+# that step, exit 1, naming the file and both sizes, with the checkpoint kept and summary.json saying why.
+mkdir -p shrinking && cp shakespeare_char/train.bin shakespeare_char/val.bin shakespeare_char/meta.pkl shrinking/
+timeout 300 "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=shrinking "${SMALL[@]}" \
+  --set train.max_iters=1000000 --set train.log_interval=1 --out runs/shrinking > shrinking.log 2>&1 &
+pid=$!
+for i in $(seq 600); do grep -q train_loss runs/shrinking/metrics.jsonl 2>/dev/null && break; sleep 0.1; done
+truncate -s 4096 shrinking/train.bin
+wait $pid
+status=$?
+check "a token file truncated mid-run fails the run with exit 1, not SIGBUS (got $status)" test "$status" -eq 1
+check "... in one line naming the step, the file and both sizes, keeping the checkpoint" grep -q \
+  "^poslab: failed: training step [0-9]*: data.dir .*shrinking/train.bin: the file was truncated while this process read it (4096 bytes now, [0-9]* when opened).*the last checkpoint is kept" shrinking.log
+check "... and summary.json says failed, with the reason" /usr/bin/python3 -c "
+import json; s = json.load(open('runs/shrinking/summary.json'))
+assert s['status'] == 'failed' and 'truncated while' in s['error'], s"
+
 # 6. SIGINT or SIGTERM while token files are written: exit 128 + the signal, nothing left behind (no
 #    OUT.partial-PID). The text (~60 MB) takes seconds to encode; the signal goes once encoding has begun.
 for i in $(seq 320); do cat "$TEXT"; done > big.txt
