@@ -89,6 +89,28 @@ TEST(ConfigErrors, UnknownKeyNamesPathAndAllowed) {
   expect_error([&] { load_config(path); }, {"unknown key 'model.n_layers'", "n_layer", "c.json"});
 }
 
+// Data files named without data.kind would train on the default synthetic task: refused, naming the file
+// or --set that gave the key and the kind to set; a kind given (task included) or inherited is a choice.
+TEST(ConfigErrors, DataFilesWithoutAKindAreRefused) {
+  TempDir dir;
+  auto tokens = dir.file("t.json", R"({"data": {"dir": "corpus"}})");
+  expect_error([&] { load_config(tokens); }, {"t.json: data.dir names data", "data.kind is not set", "set data.kind to tokens"});
+  auto small = dir.file("s.json", R"({"data": {"dir": "corpus"}, "model": {"block_size": 8}})");
+  expect_error([&] { load_config(small); }, {"data.kind is not set"});  // not the copy task's own data.max_len check
+  auto text = dir.file("x.json", R"({"data": {"path": "corpus.txt"}})");
+  expect_error([&] { load_config(text); }, {"x.json: data.path names data", "set data.kind to text"});
+  auto plain = dir.file("p.json", R"({"seed": 3})");
+  expect_error([&] { load_config(plain, {"data.train_path=a.bin", "data.val_path=b.bin"}); },
+               {"--set data.train_path: data.train_path names data", "set data.kind to tokens"});
+  EXPECT_EQ(load_config(plain).data.kind, "task");  // no data named: the default task, as before
+  auto chosen = dir.file("c.json", R"({"data": {"kind": "task", "dir": "corpus"}})");
+  EXPECT_EQ(load_config(chosen).data.kind, "task");  // a grid's base may name files a task cell ignores
+  auto parent = dir.file("parent.json", R"({"data": {"kind": "tokens", "dir": "corpus"}})");
+  auto child = dir.file("child.json", R"({"extends": "parent.json", "data": {"dir": "other"}})");
+  EXPECT_EQ(load_config(child).data.kind, "tokens");
+  EXPECT_EQ(load_config(plain, {"data.kind=text", "data.path=x.txt"}).data.kind, "text");
+}
+
 TEST(ConfigErrors, WrongType) {
   TempDir dir;
   auto path = dir.file("c.json", R"({"model": {"n_layer": "two"}})");

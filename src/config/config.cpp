@@ -694,6 +694,17 @@ static std::string origin_of(const std::string& key, const std::string& path, co
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = load_config_json(path);
   apply_overrides(j, overrides);
+  // data.kind defaults to a synthetic task, which reads no file: a config naming data files without a kind
+  // (the line forgotten) would train on the task and never say so, or fail on the task's own checks. A kind
+  // given, even task, is a choice (a grid's base may name files that its task cells ignore).
+  if (origin_of("data.kind", path, overrides).empty() && j.contains("data") && j["data"].is_object())
+    for (const char* key : {"data.dir", "data.train_path", "data.val_path", "data.path"}) {
+      const json& value = j["data"].value(std::string(key).substr(5), json());
+      if (!value.is_string() || value.get<std::string>().empty()) continue;
+      if (const std::string origin = origin_of(key, path, overrides); !origin.empty())
+        throw ConfigError(origin + ": " + key + " names data, but data.kind is not set and its default, task, reads no " +
+                          "file: set data.kind to " + (std::string(key) == "data.path" ? "text" : "tokens"));
+    }
   try {
     return config_from_json(j);
   } catch (const OptionKeyError& e) {
