@@ -53,7 +53,12 @@ Experiment load_experiment(const std::string& path) {
     if (it.key() != "name" && it.key() != "description" && it.key() != "base" && it.key() != "set" && it.key() != "grid" &&
         it.key() != "seeds" && it.key() != "eval_grid" && it.key() != "probes" && it.key() != "jobs")
       throw ConfigError(where + ": unknown key '" + it.key() +
-                        "' (allowed: name, description, base, set, grid, seeds, eval_grid, probes, jobs)");
+                        "' (allowed: name, description, base, set, grid, seeds, eval_grid, probes, jobs)" +
+                        // A training config given where an experiment belongs: say what to run instead.
+                        (file.contains("model") || file.contains("data") || file.contains("train")
+                             ? "; it looks like a training config: train it with poslab train -c " + path +
+                                   ", or name it as an experiment's base"
+                             : ""));
   if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
   if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
     throw ConfigError(where + ": grid must be an object of key -> list of values");

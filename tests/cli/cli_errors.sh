@@ -252,6 +252,10 @@ expect_fail 2 "badkey_exp.json: grid.model.n_layr: unknown key 'model.n_layr'" -
 check "the grid-key error does not blame --set" bash -c "! '$POSLAB' compare -c badkey_exp.json --out r7 2>&1 | grep -q -- '--set'"
 printf '{"base": "ok.json", "set": {"train.max_iterz": 5}, "grid": {"seed": [1]}}\n' > badset_exp.json
 expect_fail 2 "badset_exp.json: set.train.max_iterz: unknown key 'train.max_iterz'" -- "$POSLAB" compare -c badset_exp.json --out r7
+# A training config given to compare: the unknown key, and what to run instead.
+expect_fail 2 "experiment ok.json: unknown key '" -- "$POSLAB" compare -c ok.json --out r7c
+expect_fail 2 "; it looks like a training config: train it with poslab train -c ok.json, or name it as an experiment's base" -- "$POSLAB" compare -c ok.json --out r7c
+check "nothing written by a refused compare" test ! -e r7c
 printf '{"base": "ok.json", "grid": {"model.n_head": [2, 3]}}\n' > badcell_exp.json
 expect_fail 2 "cell n_head=3: model.n_embd must be divisible by model.n_head" -- "$POSLAB" compare -c badcell_exp.json --out r7
 check "no cell trained for a refused grid" test ! -e r7
