@@ -15,6 +15,7 @@
 #include "model/positional/positional.h"
 #include "train/memory_estimate.h"
 #include "train/trainer.h"
+#include "util/affinity.h"
 #include "util/runtime.h"
 #include "util/stage.h"
 
@@ -79,6 +80,14 @@ int main(int argc, char** argv) {
     // Under spinning workers OpenBLAS runs one thread anyway (util/runtime.cpp): saying so before it
     // loads keeps it from starting threads that spin ~0.1 s first, in this process and in compare's cells.
     ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+    // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
+    // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
+    if (poslab::openmp_binds()) {
+      cpu_set_t all;
+      CPU_ZERO(&all);
+      for (int id : poslab::usable_cpus()) CPU_SET(id, &all);
+      ::sched_setaffinity(0, sizeof all, &all);
+    }
     ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
   }
   // Blocked evaluation attention allocates and frees ~20 MiB of scores per query block. glibc

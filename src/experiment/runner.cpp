@@ -25,8 +25,10 @@
 #include "experiment/experiment.h"
 #include "probe/probe.h"
 #include "train/run_dir.h"
+#include "util/affinity.h"
 #include "util/files.h"
 #include "util/progress.h"
+#include "util/runtime.h"
 #include "util/scripts.h"
 #include "util/signals.h"
 
@@ -408,7 +410,20 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       todo.push_back(i);
     }
   }
-  const int threads_per_job = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, o.jobs));
+  const int threads_per_job = std::max(1, default_threads() / std::max(1, o.jobs));
+  // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) each cell pins its first thread to the first CPU it may
+  // use: cells sharing one set of CPUs would all pin to the same core. Each running cell gets a slot, its own
+  // share of the CPUs; without binding, cells start with compare's own CPUs, as the scheduler likes.
+  const std::vector<int> cpus = usable_cpus();
+  const bool slice = openmp_binds() && o.jobs > 1;
+  std::vector<bool> slot_taken(static_cast<size_t>(std::max(1, o.jobs)), false);
+  std::map<pid_t, int> slot_of;
+  auto slot_cpus = [&](int slot) {
+    const size_t share = std::max<size_t>(1, cpus.size() / slot_taken.size());
+    std::vector<int> mine;
+    for (size_t k = 0; k < share; ++k) mine.push_back(cpus[(slot * share + k) % cpus.size()]);
+    return mine;
+  };
   std::map<pid_t, int> running;
   std::map<pid_t, std::chrono::steady_clock::time_point> started;
   const auto t0 = std::chrono::steady_clock::now();
@@ -424,7 +439,15 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       const std::string config_path = o.out + "/configs/" + c.name + ".json";
       write_file_atomic(config_path, config.dump(2) + "\n");
       const bool resuming = is_run_dir(cell_dir(o.out, c));
-      pid_t pid = spawn_cell(o, c, config_path);
+      int slot = 0;
+      while (slot + 1 < static_cast<int>(slot_taken.size()) && slot_taken[slot]) ++slot;
+      pid_t pid = 0;
+      {
+        ThreadAffinity affinity(slice ? slot_cpus(slot) : (openmp_binds() ? cpus : std::vector<int>{}));
+        pid = spawn_cell(o, c, config_path);
+      }
+      slot_taken[slot] = true;
+      slot_of[pid] = slot;
       running[pid] = todo[next];
       started[pid] = std::chrono::steady_clock::now();
       const double eta = done > 0 ? cell_seconds / done * (total - done) / o.jobs : -1;
@@ -457,6 +480,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       spdlog::error("[{}/{}] {} failed: {}", done, total, c.name, failures[c.name]);
       follow_ups.failed(c);
     }
+    slot_taken[slot_of[pid]] = false;
     running.erase(it);
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);

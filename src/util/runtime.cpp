@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "model/fused_ops.h"
+#include "util/affinity.h"
 
 namespace poslab {
 
@@ -55,10 +56,9 @@ static bool omp_workers_spin() {
   return policy == nullptr || std::string(policy) == "ACTIVE" || std::string(policy) == "active";
 }
 
-int default_threads() {
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1 : static_cast<int>(hw);
-}
+// One thread per CPU the process may use: under `taskset -c 0` (or a cgroup's cpuset) that is 1 on a machine
+// of many, where spinning workers on one core would take turns at it.
+int default_threads() { return static_cast<int>(usable_cpus().size()); }
 
 void set_blas_threads(const Runtime& rt, bool shards_running) {
   // Debian's LibTorch reaches OpenBLAS through the libblas.so.3 alternative: look it up at run time.
