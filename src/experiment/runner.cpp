@@ -71,8 +71,10 @@ static const std::vector<std::string>& cell_environment() {
   return env;
 }
 
-// Starts `poslab ARGS...` with stdout and stderr appended to `log`, in cell_environment().
-static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args, const std::string& log) {
+// Starts `poslab ARGS...` with stdout and stderr appended to `log`, in cell_environment(), on `cpus` (empty: all
+// this process may use; under OpenMP binding its thread is pinned to one, which the child would inherit).
+static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args, const std::string& log,
+                          const std::vector<int>& cpus = {}) {
   args.insert(args.begin(), o.poslab_binary);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -85,6 +87,7 @@ static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args
   for (const auto& e : cell_environment()) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   pid_t pid = 0;
+  ThreadAffinity affinity(!cpus.empty() ? cpus : openmp_binds() ? usable_cpus() : std::vector<int>{});
   int rc = posix_spawn(&pid, o.poslab_binary.c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   if (rc != 0) throw std::runtime_error("cannot start " + o.poslab_binary + ": " + std::strerror(rc));
@@ -112,10 +115,11 @@ static bool stopped(int status) {
   return stop_requested() && WIFSIGNALED(status) && (WTERMSIG(status) == SIGINT || WTERMSIG(status) == SIGTERM);
 }
 
-static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::string& config_path) {
+static pid_t spawn_cell(const CompareOptions& o, const Cell& c, const std::string& config_path,
+                        const std::vector<int>& cpus) {
   const std::string dir = cell_dir(o.out, c);
-  if (is_run_dir(dir)) return spawn_poslab(o, {"train", "--resume", dir}, cell_log(o.out, c));
-  return spawn_poslab(o, {"train", "--config", config_path, "--out", dir}, cell_log(o.out, c));
+  if (is_run_dir(dir)) return spawn_poslab(o, {"train", "--resume", dir}, cell_log(o.out, c), cpus);
+  return spawn_poslab(o, {"train", "--config", config_path, "--out", dir}, cell_log(o.out, c), cpus);
 }
 
 // The error a failed cell printed: the last "poslab: ..." line of its log.
@@ -441,11 +445,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       const bool resuming = is_run_dir(cell_dir(o.out, c));
       int slot = 0;
       while (slot + 1 < static_cast<int>(slot_taken.size()) && slot_taken[slot]) ++slot;
-      pid_t pid = 0;
-      {
-        ThreadAffinity affinity(slice ? slot_cpus(slot) : (openmp_binds() ? cpus : std::vector<int>{}));
-        pid = spawn_cell(o, c, config_path);
-      }
+      const pid_t pid = spawn_cell(o, c, config_path, slice ? slot_cpus(slot) : std::vector<int>{});
       slot_taken[slot] = true;
       slot_of[pid] = slot;
       running[pid] = todo[next];
@@ -481,6 +481,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       follow_ups.failed(c);
     }
     slot_taken[slot_of[pid]] = false;
+    slot_of.erase(pid);
     running.erase(it);
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
