@@ -18,6 +18,7 @@
 #include "train/init_from.h"
 #include "train/run_dir.h"
 #include "train/schedule.h"
+#include "util/affinity.h"
 #include "util/files.h"
 #include "util/progress.h"
 #include "util/runtime.h"
@@ -293,6 +294,16 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0)
     local.train.threads = std::max(1, default_threads() / launch.local_world_size);
   s.runtime = make_runtime(local);
+  // Under OpenMP binding each process pins its first thread to the first CPU it may use: ranks on one machine
+  // given the same CPUs all pin to the same ones, and their threads queue for them.
+  if (launch.distributed() && launch.local_world_size != 1 && s.runtime.device.is_cpu() && openmp_binds()) {
+    const auto cpus = usable_cpus();
+    if (static_cast<int>(cpus.size()) > s.runtime.threads)
+      spdlog::warn("rank {}: OpenMP binds threads (OMP_PROC_BIND, OMP_PLACES) and this rank may use {} CPUs for its {} "
+                   "thread(s): ranks on this machine that share them all pin to the same first CPUs. Give each rank "
+                   "its own (taskset -c, numactl, srun --cpu-bind) or unset OMP_PROC_BIND and OMP_PLACES",
+                   launch.rank, cpus.size(), s.runtime.threads);
+  }
   if (launch.distributed() && s.runtime.device.is_cuda()) s.runtime.device = torch::Device(torch::kCUDA, launch.local_rank);
   s.dist = connect(launch, s.runtime.device, static_cast<uint64_t>(c.seed),
                    static_cast<int64_t>(c.train.dist_bucket_mb * 1024 * 1024),

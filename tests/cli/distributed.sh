@@ -61,6 +61,13 @@ PY
 # per step, compounding over 20 steps): 1e-5 absolute on losses of ~3.8.
 "$POSLAB" train -c tiny.json --out single > single.log 2>&1
 ranks2 two -- train -c tiny.json --out two
+# Under OpenMP binding, ranks on one machine given the same CPUs all pin their first thread to the same CPU:
+# each says so, naming what to do; without binding nothing is said.
+OMP_PROC_BIND=true ranks2 bound -- train -c tiny.json --set train.max_iters=2 --out bound
+check "OMP_PROC_BIND=true with two local ranks: each warns of the shared CPUs" \
+  bash -c 'grep -q "rank 0: OpenMP binds threads .*(taskset -c" bound.r0 && grep -q "rank 1: OpenMP binds threads" bound.r1'
+check "... and still trains" ok2 bound
+check "without binding no such warning" bash -c '! grep -q "OpenMP binds threads" two.r0 two.r1'
 check "two ranks finish (exit $(cat two.rc0), $(cat two.rc1))" ok2 two
 check "two ranks log the single-process losses within 1e-5" losses_match single/metrics.jsonl two/metrics.jsonl 1e-5
 # (b) ...with bit-identical weights on both ranks after every step (POSLAB_DIST_CHECK_WEIGHTS).
