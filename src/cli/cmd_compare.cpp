@@ -59,7 +59,7 @@ void add_compare(CLI::App& app) {
     // The file's "jobs" is a suggestion for a machine like the one it was measured on: never more
     // cells at once than cores. -j is the user's word and is taken as given.
     if (o->jobs == 0 && e.jobs > 0)
-      co.jobs = std::max(1, std::min(e.jobs, default_threads()));
+      co.jobs = std::max(1, std::min(e.jobs, cpu_count()));
     co.shard = shard_from(o->shard);
     check_output_dir(co.out, "--out");
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);

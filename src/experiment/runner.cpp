@@ -414,7 +414,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       todo.push_back(i);
     }
   }
-  const int threads_per_job = std::max(1, default_threads() / std::max(1, o.jobs));
+  const int threads_per_job = std::max(1, cpu_count() / std::max(1, o.jobs));
   // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) each cell pins its first thread to the first CPU it may
   // use: cells sharing one set of CPUs would all pin to the same core. Each running cell gets a slot, its own
   // share of the CPUs; without binding, cells start with compare's own CPUs, as the scheduler likes.

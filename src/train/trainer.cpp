@@ -291,8 +291,9 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
                       std::to_string(launch.world_size) + " (it is the global batch; each rank trains on an equal share)");
   check_training_fits(c);  // before any allocation: refuse with the numbers rather than die in the allocator
   Config local = c;  // ranks sharing a machine share its cores (the config keeps 0 = default)
-  if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0)
-    local.train.threads = std::max(1, default_threads() / launch.local_world_size);
+  // (a launcher's OMP_NUM_THREADS, torchrun's 1 say, is each rank's already)
+  if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0 && omp_num_threads_env() == 0)
+    local.train.threads = std::max(1, cpu_count() / launch.local_world_size);
   s.runtime = make_runtime(local);
   // Under OpenMP binding each process pins its first thread to the first CPU it may use: ranks on one machine
   // given the same CPUs all pin to the same ones, and their threads queue for them.

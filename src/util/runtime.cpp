@@ -18,7 +18,7 @@ namespace poslab {
 nlohmann::json cpu_info() {
   // The fields of /proc/cpuinfo's first processor that tell machines of one kind apart; "unknown" off Linux.
   nlohmann::json out = {{"vendor", "unknown"}, {"family", "unknown"}, {"model", "unknown"}, {"model_name", "unknown"},
-                        {"cores", default_threads()}, {"flags", nlohmann::json::array()}};
+                        {"cores", cpu_count()}, {"flags", nlohmann::json::array()}};
   std::ifstream in("/proc/cpuinfo");
   const std::pair<const char*, const char*> keys[] = {
       {"vendor_id", "vendor"}, {"cpu family", "family"}, {"model", "model"}, {"model name", "model_name"}};
@@ -56,9 +56,22 @@ static bool omp_workers_spin() {
   return policy == nullptr || std::string(policy) == "ACTIVE" || std::string(policy) == "active";
 }
 
-// One thread per CPU the process may use: under `taskset -c 0` (or a cgroup's cpuset) that is 1 on a machine
-// of many, where spinning workers on one core would take turns at it.
-int default_threads() { return static_cast<int>(usable_cpus().size()); }
+// Under `taskset -c 0` (or a cgroup's cpuset) one CPU on a machine of many, where spinning workers on one core
+// would take turns at it.
+int cpu_count() { return static_cast<int>(usable_cpus().size()); }
+
+int omp_num_threads_env() {
+  const char* text = std::getenv("OMP_NUM_THREADS");
+  if (text == nullptr) return 0;
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);  // "4,2" (a count per nesting level): the outer one
+  return end != text && (*end == '\0' || *end == ',') && n > 0 && n <= 4096 ? static_cast<int>(n) : 0;
+}
+
+int default_threads() {
+  const int from_env = omp_num_threads_env();
+  return from_env > 0 ? from_env : cpu_count();
+}
 
 void set_blas_threads(const Runtime& rt, bool shards_running) {
   // Debian's LibTorch reaches OpenBLAS through the libblas.so.3 alternative: look it up at run time.
@@ -121,7 +134,9 @@ Runtime make_runtime(const Config& config) {
 std::string Runtime::describe() const {
   return std::string("device ") + (device.is_cuda() ? "cuda" : "cpu") + ", precision " +
          (bf16 ? "bf16 autocast (set train.precision=fp32 to turn off)" : "fp32") + ", " + std::to_string(threads) +
-         " thread" + (threads == 1 ? "" : "s") + " (OMP_WAIT_POLICY=" +
+         " thread" + (threads == 1 ? "" : "s") + " (" +
+         (omp_num_threads_env() > 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS")) + ", " : "") +
+         "OMP_WAIT_POLICY=" +
          (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset") + ")" +
          (batch_shards > 1 ? ", each batch split over " + std::to_string(batch_shards) + " threads" : "") +
          (fused_adamw ? ", fused AdamW" : "") + (fused_ops ? ", fused GELU, LayerNorm, RoPE and attention softmax" : "");

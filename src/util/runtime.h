@@ -22,7 +22,12 @@ struct Runtime {
 bool cpu_has_bf16();
 // The CPU as benchmarks record it: vendor, family, model, model name, cores and the AVX2/AVX-512/AMX flags.
 nlohmann::json cpu_info();
-// The intra-op thread count poslab uses when train.threads is 0: every core.
+// The CPUs this process may use (util/affinity.h): what compare's jobs and data-parallel ranks divide.
+int cpu_count();
+// OMP_NUM_THREADS as OpenMP reads it (its first number), or 0 when unset or not a positive integer.
+int omp_num_threads_env();
+// The intra-op thread count poslab uses when train.threads is 0: OMP_NUM_THREADS where the user (or a launcher
+// such as torchrun) set it, else one per CPU this process may use.
 int default_threads();
 // OpenBLAS (fp32 CPU matmuls) keeps its own thread pool. It runs single-threaded while batch shards
 // call it from several threads at once, and whenever OpenMP workers spin (OMP_WAIT_POLICY=ACTIVE,

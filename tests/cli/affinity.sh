@@ -42,6 +42,20 @@ check "taskset -c 0: the run takes 1 thread by default" grep -q " 1 thread (" on
 taskset -c 0,1 "$POSLAB" train -c long.json --set train.max_iters=1 --out two > two.log 2>&1
 check "taskset -c 0,1: 2 threads" grep -q " 2 threads (" two.log
 
+# The default thread count honours OMP_NUM_THREADS (as PyTorch does; torchrun sets it to 1 per rank), while
+# compare's jobs still divide the CPUs.
+OMP_NUM_THREADS=1 "$POSLAB" train -c long.json --set train.max_iters=1 --out env1 > env1.log 2>&1
+check "OMP_NUM_THREADS=1: the run takes 1 thread and says why" grep -q " 1 thread (OMP_NUM_THREADS=1, " env1.log
+OMP_NUM_THREADS=1 "$POSLAB" train -c long.json --set train.max_iters=1 --set train.threads=2 --out env2 > env2.log 2>&1
+check "... train.threads wins over it" grep -q " 2 threads (" env2.log
+printf '{"base": "long.json", "set": {"train.max_iters": 30}, "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}}\n' > short_cells.json
+OMP_NUM_THREADS=1 "$POSLAB" compare -c short_cells.json --out short -j 2 > short.log 2>&1
+check "OMP_NUM_THREADS=1 with compare -j 2: both cells start before either is done" /usr/bin/python3 -c "
+lines = open('short.log').read().splitlines()
+second = next(i for i, l in enumerate(lines) if '[2/2] running' in l)
+first_done = next(i for i, l in enumerate(lines) if ' done in ' in l)
+assert second < first_done, (second, first_done)"
+
 # 3. compare -j 2 under OpenMP binding: each cell runs on its own share of the CPUs (before: both on CPU 0).
 printf '{"base": "long.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}}\n' > two_cells.json
 OMP_PROC_BIND=true OMP_WAIT_POLICY=ACTIVE "$POSLAB" compare -c two_cells.json --out grid -j 2 > grid.log 2>&1 &
