@@ -82,12 +82,7 @@ int main(int argc, char** argv) {
     ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
     // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
     // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
-    if (poslab::openmp_binds()) {
-      cpu_set_t all;
-      CPU_ZERO(&all);
-      for (int id : poslab::usable_cpus()) CPU_SET(id, &all);
-      ::sched_setaffinity(0, sizeof all, &all);
-    }
+    const poslab::ThreadAffinity unpinned(poslab::openmp_binds() ? poslab::usable_cpus() : std::vector<int>{});
     ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
   }
   // Blocked evaluation attention allocates and frees ~20 MiB of scores per query block. glibc

@@ -420,10 +420,16 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   // share of the CPUs; without binding, cells start with compare's own CPUs, as the scheduler likes.
   const std::vector<int> cpus = usable_cpus();
   const bool slice = openmp_binds() && o.jobs > 1;
-  std::vector<bool> slot_taken(static_cast<size_t>(std::max(1, o.jobs)), false);
-  std::map<pid_t, int> slot_of;
+  std::map<pid_t, int> slot_of;  // running cell -> its slot, 0..jobs-1
+  auto free_slot = [&] {  // the lowest slot no running cell holds
+    for (int slot = 0;; ++slot) {
+      bool taken = false;
+      for (const auto& [pid, held] : slot_of) taken = taken || held == slot;
+      if (!taken) return slot;
+    }
+  };
   auto slot_cpus = [&](int slot) {
-    const size_t share = std::max<size_t>(1, cpus.size() / slot_taken.size());
+    const size_t share = std::max<size_t>(1, cpus.size() / static_cast<size_t>(std::max(1, o.jobs)));
     std::vector<int> mine;
     for (size_t k = 0; k < share; ++k) mine.push_back(cpus[(slot * share + k) % cpus.size()]);
     return mine;
@@ -443,10 +449,8 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       const std::string config_path = o.out + "/configs/" + c.name + ".json";
       write_file_atomic(config_path, config.dump(2) + "\n");
       const bool resuming = is_run_dir(cell_dir(o.out, c));
-      int slot = 0;
-      while (slot + 1 < static_cast<int>(slot_taken.size()) && slot_taken[slot]) ++slot;
+      const int slot = free_slot();
       const pid_t pid = spawn_cell(o, c, config_path, slice ? slot_cpus(slot) : std::vector<int>{});
-      slot_taken[slot] = true;
       slot_of[pid] = slot;
       running[pid] = todo[next];
       started[pid] = std::chrono::steady_clock::now();
@@ -480,7 +484,6 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       spdlog::error("[{}/{}] {} failed: {}", done, total, c.name, failures[c.name]);
       follow_ups.failed(c);
     }
-    slot_taken[slot_of[pid]] = false;
     slot_of.erase(pid);
     running.erase(it);
   }

@@ -298,12 +298,11 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   // Under OpenMP binding each process pins its first thread to the first CPU it may use: ranks on one machine
   // given the same CPUs all pin to the same ones, and their threads queue for them.
   if (launch.distributed() && launch.local_world_size != 1 && s.runtime.device.is_cpu() && openmp_binds()) {
-    const auto cpus = usable_cpus();
-    if (static_cast<int>(cpus.size()) > s.runtime.threads)
+    if (cpu_count() > s.runtime.threads)
       spdlog::warn("rank {}: OpenMP binds threads (OMP_PROC_BIND, OMP_PLACES) and this rank may use {} CPUs for its {} "
                    "thread(s): ranks on this machine that share them all pin to the same first CPUs. Give each rank "
                    "its own (taskset -c, numactl, srun --cpu-bind) or unset OMP_PROC_BIND and OMP_PLACES",
-                   launch.rank, cpus.size(), s.runtime.threads);
+                   launch.rank, cpu_count(), s.runtime.threads);
   }
   if (launch.distributed() && s.runtime.device.is_cuda()) s.runtime.device = torch::Device(torch::kCUDA, launch.local_rank);
   s.dist = connect(launch, s.runtime.device, static_cast<uint64_t>(c.seed),

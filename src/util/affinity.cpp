@@ -11,6 +11,13 @@
 
 namespace poslab {
 
+static std::vector<int> cpus_in(const cpu_set_t& set) {
+  std::vector<int> cpus;
+  for (int id = 0; id < CPU_SETSIZE; ++id)
+    if (CPU_ISSET(id, &set)) cpus.push_back(id);
+  return cpus;
+}
+
 bool openmp_binds() {
 #ifdef _OPENMP
   return omp_get_proc_bind() != omp_proc_bind_false && omp_get_num_places() > 0;
@@ -33,16 +40,13 @@ std::vector<int> usable_cpus() {
       for (int id : ids)
         if (id >= 0 && id < CPU_SETSIZE) CPU_SET(id, &all);
     }
-    for (int id = 0; id < CPU_SETSIZE; ++id)
-      if (CPU_ISSET(id, &all)) cpus.push_back(id);
+    cpus = cpus_in(all);
   }
 #endif
   if (cpus.empty()) {
     cpu_set_t mask;
     CPU_ZERO(&mask);
-    if (::sched_getaffinity(0, sizeof mask, &mask) == 0)
-      for (int id = 0; id < CPU_SETSIZE; ++id)
-        if (CPU_ISSET(id, &mask)) cpus.push_back(id);
+    if (::sched_getaffinity(0, sizeof mask, &mask) == 0) cpus = cpus_in(mask);
   }
   if (cpus.empty())  // no mask to read: every CPU the machine reports
     for (int id = 0; id < static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); ++id) cpus.push_back(id);
