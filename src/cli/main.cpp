@@ -25,10 +25,10 @@ static std::string first_line(const std::string& text) {
   return nl == std::string::npos ? text : text.substr(0, nl);
 }
 
-// " while evaluation at 16384 tokens": where the failure happened, when a Stage recorded it.
+// " during evaluation at 16384 tokens": where the failure happened, when a Stage recorded it.
 static std::string where() {
   const auto& stage = poslab::Stage::failed_stage();
-  return stage.empty() ? "" : " while " + stage;
+  return stage.empty() ? "" : " " + stage;
 }
 
 // An allocation failure's one line: the stage, the size asked for, what to change. Empty when

@@ -150,7 +150,7 @@ json attention_stats(GPT& model, const Corpus& corpus, const Config& c, const At
   }
   json lengths = json::array();
   for (int length : o.lengths) {
-    Stage stage("attention statistics at " + std::to_string(corpus.tokens_at(length)) + " tokens");
+    Stage stage("while computing attention statistics at " + std::to_string(corpus.tokens_at(length)) + " tokens");
     lengths.push_back(stats_at_length(model, corpus, c, length, o, rt));
   }
   return {{"encoding", c.model.pos_encoding.kind},

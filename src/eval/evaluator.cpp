@@ -108,7 +108,7 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
   for (size_t i = 0; i < o.lengths.size(); ++i) {
     const int length = o.lengths[i];
     const int64_t tokens = corpus.tokens_at(length);
-    Stage stage("evaluation at " + std::to_string(tokens) + " tokens");
+    Stage stage("during evaluation at " + std::to_string(tokens) + " tokens");
     json r;
     if (!corpus.is_task()) {
       r = text_results[i];

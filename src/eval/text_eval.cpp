@@ -159,13 +159,13 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
       spdlog::info("evaluating targets {} to {} of {}", c0 - first + 1, c1 - first, targets);
     std::vector<double> short_nll;
     if (with_key) {
-      Stage stage("key-token loss: the short-context pass");
+      Stage stage("during the key-token loss's short-context pass");
       short_nll = target_losses(model, corpus, first, last, c0, c1, key.short_context,
                                 std::max<int64_t>(1, key.short_context / 2), rt, o.memory_budget_bytes, o.batch_size);
     }
     for (auto& s : lengths) {
       if (!s.done.is_null()) continue;
-      Stage stage("evaluation at " + std::to_string(s.L) + " tokens");
+      Stage stage("during evaluation at " + std::to_string(s.L) + " tokens");
       try {
         const auto full = s.add_chunk(model, corpus, first, last, c0, c1, o, rt);
         if (with_key && s.L > key.short_context) s.key.add(full, short_nll);

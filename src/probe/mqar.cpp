@@ -82,7 +82,7 @@ json mqar_probe(GPT& model, const Config& c, const ProbeOptions& o, const Runtim
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t li = 0; li < o.lengths.size(); ++li) {
     const int L = o.lengths[li];
-    Stage stage("mqar probe at " + std::to_string(L) + " tokens");
+    Stage stage("during the mqar probe at " + std::to_string(L) + " tokens");
     const int max_pos = model->pos->max_positions();
     for (const std::string axis : {"distance", "load"}) {
       const int K = axis == "distance" ? c.data.max_len : load_pairs(c, L);

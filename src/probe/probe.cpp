@@ -184,7 +184,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
   const auto t0 = std::chrono::steady_clock::now();
   for (size_t li = 0; li < o.lengths.size(); ++li) {
     const int L = o.lengths[li];
-    Stage stage("passkey probe at " + std::to_string(L) + " tokens");
+    Stage stage("during the passkey probe at " + std::to_string(L) + " tokens");
     const std::string why = why_not(L);
     for (size_t ri = 0; ri < rows.size(); ++ri) {
       const auto& row = rows[ri];

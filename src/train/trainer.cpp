@@ -136,7 +136,10 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
     state.train_seconds = elapsed();
     state.world_size = dist.world_size();
     state.rank_rng = dist.gather_rank_rng();  // a collective: every rank takes part
-    if (writes) save_checkpoint(checked ? paths.checkpoint() : pending_path, model, optimizer, state, config_json);
+    if (writes) {
+      Stage stage("while writing the checkpoint at step " + std::to_string(state.step));
+      save_checkpoint(checked ? paths.checkpoint() : pending_path, model, optimizer, state, config_json);
+    }
     if (checked && pending && writes) fs::remove(pending_path);
     pending = !checked;
   };
@@ -147,7 +150,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
       const int64_t step = state.step;
       const bool last = step >= t.max_iters;
       if (step % t.eval_interval == 0 || last) {
-        Stage stage("validation at step " + std::to_string(step));
+        Stage stage("during validation at step " + std::to_string(step));
         last_val = estimate_val_loss(model, corpus, c, rt, dist);
         check_finite("validation", last_val, step);
         if (!state.has_best || last_val < state.best_val_loss) state.best_val_loss = last_val, state.has_best = true;
@@ -169,7 +172,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
           checkpoint(/*checked=*/true);
         } else {
           if (!pending) checkpoint(/*checked=*/false);  // pending: this step's state is already beside it
-          Stage stage("checking the last update's weights at the stop");
+          Stage stage("while checking the last update's weights at the stop");
           check_finite("validation (one batch, at the stop)", estimate_val_loss(model, corpus, c, rt, dist, 1), step);
           if (writes) fs::rename(pending_path, paths.checkpoint());
           pending = false;
@@ -185,7 +188,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
       // loss scored over the global batch's count of scored tokens (targets -1 are not scored).
       auto batch = corpus.batch(Split::Train, t.batch_size, data_rng);
       const auto scored = static_cast<double>((batch.y != -1).sum().item<int64_t>());
-      Stage stage("training step " + std::to_string(step) + " (batch " + std::to_string(batch.x.size(0)) + " x " +
+      Stage stage("while training step " + std::to_string(step) + " (batch " + std::to_string(batch.x.size(0)) + " x " +
                   std::to_string(batch.x.size(1)) + " tokens)");
       auto loss = train_step(model, optimizer, rank_rows(batch, dist), scored, lr, t.grad_clip, rt, dist);
       dist.verify_replicas(optimizer_params(optimizer), step);

@@ -1,6 +1,7 @@
-// What the program was doing when it failed: a Stage names a piece of long work ("training step 12",
-// "evaluation at 16384 tokens"); if an exception leaves it, the innermost such name is kept for main's
-// one-line error, so an allocation failure says where it happened and not only how many bytes.
+// What the program was doing when it failed: a Stage names a piece of long work with the word that joins
+// it to "failed" ("while training step 12", "during evaluation at 16384 tokens"); if an exception leaves
+// it, the innermost such name is kept for main's one-line error, so an allocation failure says where it
+// happened and not only how many bytes.
 #pragma once
 #include <exception>
 #include <string>

@@ -166,6 +166,16 @@ else
   expect_fail 1 "ask for fewer --positions or a smaller --dim" -- bash -c "ulimit -v 3000000; \
     exec '$POSLAB' pe --kind rope --positions 100000000 --dim 64 --format csv > /dev/null"
 fi
+# A checkpoint that cannot be written (a full disk; here its temporary file's name taken by a directory)
+# is named as the stage that failed, not as the validation before it; the last checkpoint stays.
+"$POSLAB" train -c ok.json --set train.max_iters=4 --set train.eval_interval=2 --stop-at 2 --out ckfail > /dev/null 2>&1
+mkdir -p ckfail/checkpoint.pt.tmp/taken
+expect_fail 1 "poslab: failed while writing the checkpoint at step 2: cannot write" -- "$POSLAB" train --resume ckfail
+check "a failed checkpoint write leaves the last checkpoint and a failed summary" /usr/bin/python3 -c '
+import json; s = json.load(open("ckfail/summary.json"))
+assert s["status"] == "failed" and "cannot write" in s["error"], s'
+check "the run whose checkpoint write failed still evaluates from the checkpoint before" \
+  bash -c "'$POSLAB' eval --run ckfail --lengths 8 >/dev/null 2>&1"
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
 
 # --init-from: a new run from another run's weights; mismatches refused, nothing left behind.
