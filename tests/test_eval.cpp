@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
@@ -136,8 +137,12 @@ TEST(Eval, TextWindowPlanScoresEveryTargetOnce) {
         if (length > last) continue;
         for (int64_t step : {int64_t{1}, length / 2 > 0 ? length / 2 : 1, length}) {
           std::vector<int> seen(last + 1, 0);
+          std::set<int64_t> starts;
           for (const auto& w : plan_text_windows(first, last, length, step)) {
             ASSERT_GE(w.start, 0);
+            // One window per start: an evaluation runs each start once and scores what its plan asks there.
+            ASSERT_TRUE(starts.insert(w.start).second) << "two windows start at " << w.start << " (first " << first
+                                                        << " last " << last << " length " << length << " step " << step << ")";
             ASSERT_LE(w.start + length, last);  // inputs start .. start+length-1, targets up to start+length <= last
             ASSERT_GE(w.lo, 0);
             ASSERT_LE(w.hi, length);
@@ -171,7 +176,7 @@ TEST(Eval, TextWindowPlanInChunksIsTheWholePlan) {
           std::map<int64_t, int64_t> window_of;  // target -> start of the window that scores it
           for (int64_t end = last; end > first;) {
             int64_t lo = std::max(first, end - step), start = end - length;
-            if (start < 0) start = 0, lo = first;
+            if (start <= 0) start = 0, lo = first;  // the window at token 0 scores every target left
             for (int64_t t = lo + 1; t <= end; ++t) window_of[t] = start;
             end = lo;
           }
@@ -259,6 +264,17 @@ TEST(Eval, EveryLengthAndProtocolScoresTheSameTargets) {
       EXPECT_EQ(r["sliding"]["scored_tokens"].get<int64_t>(), want) << "sliding at " << r["length"];
       EXPECT_EQ(r["first_target"].get<int64_t>(), N - want);
     }
+  }
+  // Stride 1 puts a sliding window's start on token 0 exactly (N - 1 - L is a multiple of it): that window
+  // scores every target before it too, as the one that would start before token 0 does.
+  EvalOptions o;
+  o.lengths = {8, 12};
+  o.stride = 1;
+  const auto eval = evaluate_run(dir.sub("run"), o);  // kept: a loop over a temporary's member would dangle
+  ASSERT_EQ(eval["results"].size(), 2u);
+  for (const auto& r : eval["results"]) {
+    ASSERT_EQ(r["status"], "ok");
+    EXPECT_EQ(r["sliding"]["scored_tokens"].get<int64_t>(), N - 1) << "sliding at " << r["length"] << ", stride 1";
   }
 }
 

@@ -40,18 +40,19 @@ std::vector<TextWindow> plan_text_windows(int64_t first, int64_t last, int64_t l
 
 std::vector<TextWindow> plan_text_windows_in(int64_t first, int64_t last, int64_t length, int64_t step, int64_t c0,
                                              int64_t c1) {
-  // Window k ends on target e = last - k step and scores (max(first, e - step), e]; the one that would start
-  // before token 0 starts there, scores every target left and is the last. Only the k that reach (c0, c1].
-  // The plan's last window: the first k whose targets reach `first`, or whose start would be before token 0.
+  // Window k ends on target e = last - k step and scores (max(first, e - step), e]; the one that starts at
+  // token 0, or would start before it, starts there, scores every target left and is the last (so no two
+  // windows share a start). Only the k that reach (c0, c1]. The plan's last window: the first k whose
+  // targets reach `first`, or whose start is at or before token 0.
   const int64_t k_reaches_first = (last - first + step - 1) / step - 1;
-  const int64_t k_clamped = last - length >= 0 ? (last - length) / step + 1 : 0;
+  const int64_t k_clamped = last - length > 0 ? (last - length + step - 1) / step : 0;
   const int64_t k_last = std::min(k_reaches_first, k_clamped);
   std::vector<TextWindow> windows;
   for (int64_t k = std::min(k_last, std::max<int64_t>(0, (last - c1) / step - 1)); k <= k_last; ++k) {
     const int64_t end = last - k * step;
     if (end <= c0) break;
     int64_t lo = std::max(first, end - step), start = end - length;
-    if (start < 0) start = 0, lo = first;
+    if (start <= 0) start = 0, lo = first;
     const int64_t a = std::max(lo, c0), b = std::min(end, c1);  // the targets it scores in the chunk
     if (a < b) windows.push_back({start, a - start, b - start});
   }
