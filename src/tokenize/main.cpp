@@ -11,6 +11,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -189,6 +190,14 @@ void write_ids(std::ofstream& out, const std::vector<int>& ids, int bytes) {
   out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
 }
 
+// Writes `data` as the whole of `path`; a short write (a full disk) is an error, not a truncated file.
+void write_whole(const std::string& path, const std::string& data) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(data.data(), static_cast<std::streamsize>(data.size()));
+  out.flush();
+  if (!out) throw std::runtime_error("cannot write " + path + " (" + std::strerror(errno) + ")");
+}
+
 // Encodes segments into `path`, chunk by chunk at newlines (pieces never span a newline: the
 // trainer saw lines), with the end-of-text id between different files. Returns the token count.
 int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const std::vector<Segment>& segments,
@@ -260,6 +269,9 @@ struct TokenizeOptions {
 void tokenize(const TokenizeOptions& o) {
   if (o.inputs.empty()) throw InputError("tokenize: --input FILE is required (one or more)");
   if (o.out.empty()) throw InputError("tokenize: --out DIR is required");
+  // "DIR/" names DIR: the partial folder goes beside it, not inside it.
+  std::string out = o.out;
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
   if (o.tokenizer.empty() == (o.vocab_size == 0))
     throw InputError("tokenize: give --vocab-size N (train a model) or --tokenizer M.model (use one), exactly one");
   if (o.vocab_size != 0 && (o.vocab_size < 260 || o.vocab_size > 1000000))
@@ -270,8 +282,8 @@ void tokenize(const TokenizeOptions& o) {
   std::snprintf(fraction, sizeof fraction, "%g", o.val_fraction);
   if (!(o.val_fraction > 0 && o.val_fraction < 1))
     throw InputError(fraction_name + " " + fraction + ": expected a fraction in (0, 1)");
-  if (fs::exists(o.out) && !(fs::is_directory(o.out) && fs::is_empty(o.out)))
-    throw InputError("--out " + o.out + ": already exists and is not an empty directory");
+  if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
+    throw InputError("--out " + out + ": already exists and is not an empty directory");
   int64_t total = 0;
   const std::string input_name = o.from_config ? "data.path " : "--input ";
   for (const auto& p : o.inputs) {
@@ -321,34 +333,36 @@ void tokenize(const TokenizeOptions& o) {
                  o.from_config ? "data.tokenizer.sentencepiece.vocab_size" : "--vocab-size", o.vocab_size, vocab, vocab,
                  o.vocab_size);
   const int bytes = vocab <= 65536 ? 2 : 4;
-  const std::string partial = o.out + ".partial-" + std::to_string(::getpid());
+  const std::string partial = out + ".partial-" + std::to_string(::getpid());
   stop_on_signals();  // from here on a signal must not leave the partial directory behind
-  fs::remove_all(partial);
-  fs::create_directories(partial);
+  std::error_code made;
+  fs::remove_all(partial, made);
+  if (!made) fs::create_directories(partial, made);
+  if (made) throw InputError("--out " + out + ": cannot create " + partial + " beside it (" + made.message() + ")");
   try {
     Progress progress{total};
     const int eot = sp.eos_id();
     const int64_t n_train = encode_segments(sp, train, partial + "/train.bin", bytes, eot, progress);
     const int64_t n_val = encode_segments(sp, val, partial + "/val.bin", bytes, eot, progress);
-    std::ofstream(partial + "/tokenizer.model", std::ios::binary) << model_bytes;
+    write_whole(partial + "/tokenizer.model", model_bytes);
     nlohmann::json sources = nlohmann::json::array();
     for (const auto& p : o.inputs) sources.push_back(fs::absolute(p).string());
     const nlohmann::json meta = {{"vocab_size", vocab}, {"dtype", bytes == 2 ? "uint16" : "uint32"},
                                  {"eot_id", eot >= 0 ? nlohmann::json(eot) : nlohmann::json()},
                                  {"tokenizer", "tokenizer.model"}, {"train_tokens", n_train}, {"val_tokens", n_val},
                                  {"val_fraction", o.val_fraction}, {"sources", sources}};
-    std::ofstream(partial + "/meta.json") << meta.dump(2) << "\n";
+    write_whole(partial + "/meta.json", meta.dump(2) + "\n");
     check_interrupt();
-    if (fs::exists(o.out)) fs::remove(o.out);  // an empty directory (checked above)
+    if (fs::exists(out)) fs::remove(out);  // an empty directory (checked above)
     std::error_code ec;
-    fs::rename(partial, o.out, ec);
+    fs::rename(partial, out, ec);
     if (ec) {
       // Another process tokenizing the same text into the same cache entry got there first.
-      if (fs::exists(o.out + "/meta.json")) fs::remove_all(partial);
-      else throw std::runtime_error("cannot move " + partial + " to " + o.out + ": " + ec.message());
+      if (fs::exists(out + "/meta.json")) fs::remove_all(partial);
+      else throw std::runtime_error("cannot move " + partial + " to " + out + ": " + ec.message());
     }
     std::fprintf(stderr, "poslab tokenize: %lld training and %lld validation tokens (vocabulary %d) in %s\n",
-                 static_cast<long long>(n_train), static_cast<long long>(n_val), vocab, o.out.c_str());
+                 static_cast<long long>(n_train), static_cast<long long>(n_val), vocab, out.c_str());
   } catch (...) {
     std::error_code ec;
     fs::remove_all(partial, ec);

@@ -74,6 +74,10 @@ ids = np.fromfile('applied/train.bin', dtype=np.uint16).tolist() + np.fromfile('
 t = sp.decode(np.fromfile('applied/train.bin', dtype=np.uint16).tolist())
 assert sp.encode(t) + sp.encode(open('part.txt').read()[len(t):]) == ids
 "
+# --out with a trailing slash names the same folder (its partial folder goes beside it, not inside).
+"$POSLAB" tokenize --input part.txt --out applied-slash/ --tokenizer uni/tokenizer.model --val-fraction 0.2 > slash.log 2>&1
+check "--out DIR/ writes DIR as --out DIR does" cmp applied/train.bin applied-slash/train.bin
+check "--out DIR/ leaves no partial folder" bash -c '! ls -d applied-slash/*partial* applied-slash.partial* 2>/dev/null'
 
 # A text without newlines (text8's shape): SentencePiece skips sentences over 16 KiB, so the trainer gets the
 # one line in pieces; the model trains and its ids equal Python's.
