@@ -160,6 +160,12 @@ TEST(ProbeStats, WilsonEqualsTheSolvedEquation) {
       EXPECT_NEAR(lo, solve_wilson_end(k, n, 1.959963984540054, false), 1e-9) << k << "/" << n;
       EXPECT_NEAR(hi, solve_wilson_end(k, n, 1.959963984540054, true), 1e-9) << k << "/" << n;
     }
+  // At no success the lower end is 0 and at all successes the upper end is 1, exactly: the equation's root
+  // there is p itself (written to files, 1e-17 would read as "some retrieval").
+  for (int64_t n = 1; n <= 1000; ++n) {
+    ASSERT_EQ(wilson_interval(0, n).first, 0.0) << "0/" << n;
+    ASSERT_EQ(wilson_interval(n, n).second, 1.0) << n << "/" << n;
+  }
   // A published value: 45 of 50 gives about [0.7864, 0.9565] (Wilson, 95%).
   auto [lo, hi] = wilson_interval(45, 50);
   EXPECT_NEAR(lo, 0.7864, 5e-4);

@@ -27,6 +27,7 @@ void add_data(CLI::App& app) {
       ->check(CLI::IsMember({"text", "jsonl"}));
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
+    c.eval.lengths.clear();  // examples are training windows: the split need not hold an evaluation's longest
     auto corpus = make_corpus(c);
     Rng rng(static_cast<uint64_t>(c.seed) ^ (o->split == "val" ? 0x5EEDFACEULL : 0));
     auto batch = corpus->batch(o->split == "val" ? Split::Val : Split::Train, o->n, rng);

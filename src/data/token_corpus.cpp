@@ -108,6 +108,13 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   const std::string raw_dtype = meta.dtype != "auto" ? meta.dtype : vocab > 65536 ? "uint32" : "uint16";
   TokenFile train(d.train_path, d.format, d.dtype, train_key + " " + d.train_path, raw_dtype);
   TokenFile val(d.val_path, d.format, d.dtype, val_key + " " + d.val_path, raw_dtype);
+  // data.dtype against meta.json's own dtype, for raw arrays (an llm.c header was checked against it
+  // already): read as the other width, every id would be garbage (uint32 as uint16: an id and a 0).
+  const bool declared = meta.dtype != "auto" && fs::path(meta.source).filename() == "meta.json";
+  for (const TokenFile* f : {&train, &val})
+    if (declared && d.dtype != "auto" && d.dtype != meta.dtype && f->layout().format == "nanogpt")
+      throw ConfigError("data.dtype is " + d.dtype + " but " + meta.source + " says dtype " + meta.dtype + " for " +
+                        f->path() + " (set data.dtype to " + meta.dtype + " or auto)");
   return std::make_unique<TokenCorpus>(std::move(train), std::move(val), meta, c, run_tokenizer);
 }
 

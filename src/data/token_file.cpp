@@ -65,12 +65,14 @@ TokenFileLayout token_file_layout(const uint8_t* head, size_t head_size, uint64_
 TokenFile::TokenFile(const std::string& path, const std::string& format, const std::string& dtype,
                      const std::string& source, const std::string& raw_dtype)
     : path_(path), source_(source) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO named as a token file would otherwise wait for a writer forever; it is
+  // refused below as not a regular file, on which the flag has no effect.
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd_ < 0) throw ConfigError(source + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
     close();
-    throw ConfigError(source + ": not a regular file");
+    throw ConfigError(source + ": not a regular file (a pipe or device?)");
   }
   uint8_t head[kLlmcHeaderBytes];
   const ssize_t got = ::pread(fd_, head, sizeof head, 0);

@@ -173,7 +173,10 @@ json attention_run(const std::string& dir, AttentionOptions o) {
   if (o.threads > 0) rc.train.threads = o.threads;
   Runtime rt = make_runtime(rc);
   run.model->to(rt.device);
-  auto corpus = make_corpus(c, run.tokenizer);
+  // The validation split is checked against the lengths read here, not the run's own eval.lengths.
+  Config cc = c;
+  cc.eval.lengths = o.lengths;
+  auto corpus = make_corpus(cc, run.tokenizer);
   json out = attention_stats(run.model, *corpus, c, o, rt);
   out["run"] = dir;
   out["step"] = run.state.step;

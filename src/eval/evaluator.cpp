@@ -164,7 +164,10 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
   if (o.tokens <= 0) o.tokens = c.eval.tokens;
   Runtime rt = make_runtime(c);
   run.model->to(rt.device);
-  auto corpus = make_corpus(c, run.tokenizer);
+  // The validation split is checked against the lengths evaluated here (--lengths), not the run's own.
+  Config cc = c;
+  cc.eval.lengths = o.lengths;
+  auto corpus = make_corpus(cc, run.tokenizer);
   json out = evaluate(run.model, *corpus, c, o, rt);
   out["run"] = dir;
   out["step"] = run.state.step;

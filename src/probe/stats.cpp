@@ -11,7 +11,8 @@ std::pair<double, double> wilson_interval(int64_t successes, int64_t trials, dou
   const double n = static_cast<double>(trials), p = static_cast<double>(successes) / n, z2 = z * z;
   const double centre = (p + z2 / (2 * n)) / (1 + z2 / n);
   const double half = z / (1 + z2 / n) * std::sqrt(p * (1 - p) / n + z2 / (4 * n * n));
-  return {std::max(0.0, centre - half), std::min(1.0, centre + half)};
+  // At p = 0 (p = 1) the lower (upper) end is p itself; computed, it is off by rounding (1.4e-17 for 0 of 24).
+  return {successes == 0 ? 0.0 : std::max(0.0, centre - half), successes == trials ? 1.0 : std::min(1.0, centre + half)};
 }
 
 int effective_length(std::vector<LengthScore> scores, double threshold) {

@@ -298,6 +298,25 @@ expect_fail 2 "data.vocab_size: token files need a vocabulary size" -- "$POSLAB"
 mkdir -p pkl && cp tok/train.bin tok/val.bin pkl/ && cp tok/meta_other.pkl pkl/meta.pkl
 expect_fail 2 "meta.pkl: not nanoGPT's meta.pkl: itos missing or not a dict" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=pkl --out r6
 expect_fail 2 "data.format: unknown token file format 'gguf'" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/train.bin --set data.format=gguf --out r6
+# data.dtype against meta.json's: uint32 files read as uint16 would train on an id and a 0 in turn.
+mkdir -p tok32 && python3 -c "
+import struct, json
+for n, k in (('train', 400), ('val', 300)): open('tok32/%s.bin' % n, 'wb').write(struct.pack('<%dI' % k, *[i % 7 for i in range(k)]))
+json.dump({'vocab_size': 7, 'dtype': 'uint32'}, open('tok32/meta.json', 'w'))"
+expect_fail 2 "data.dtype is uint16 but $WORK/tok32/meta.json says dtype uint32 for" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=tok32 --set data.dtype=uint16 --out r6
+# Commands that read a run or a config check the validation file against the lengths they read: eval
+# against its --lengths (not the run's eval.lengths), data against the training window.
+mkdir -p tokv && cp tok/train.bin tok/val.bin tokv/
+"$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[40,200] --out tokrun > /dev/null 2>&1
+head -c 200 tok/val.bin > tokv/val.bin  # 100 tokens: too short for 200, enough for 40
+check "eval --lengths 20,40 runs on a validation file too short for the run's own eval.lengths" \
+  bash -c "'$POSLAB' eval --run tokrun --lengths 20,40 --tag short > /dev/null 2>&1"
+check "data shows training windows of a config whose eval.lengths its validation file cannot hold" \
+  bash -c "'$POSLAB' data -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[200] --n 1 > /dev/null 2>&1"
+expect_fail 2 "tokv/val.bin: 100 tokens is too short: the longest evaluation" -- "$POSLAB" eval --run tokrun --lengths 20,200
+# A FIFO named as a token file is refused at once (opening it waited for a writer forever).
+mkfifo tok/fifo.bin
+expect_fail 2 "fifo.bin: not a regular file (a pipe or device?)" -- timeout 60 "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/fifo.bin --out r6
 check "no run directory left behind by refused token data" test ! -e r6
 if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   printf 'not a model' > garbage.model
