@@ -85,6 +85,15 @@ TEST(Grid, BadExperimentFilesAreRefused) {
   EXPECT_THROW(load_experiment(write_experiment(dir, R"({"model.nope": [1]})")), ConfigError);
   EXPECT_THROW(load_experiment(write_experiment(dir, R"({"seed": []})")), ConfigError);
   EXPECT_THROW(load_experiment(dir.file("x.json", R"({"base": "base.json", "grid": {"seed": [1]}, "extra": 1})")), ConfigError);
+  // The name is the default output folder, runs/NAME: a path there would write outside runs/ or into it.
+  for (const char* name : {"", ".", "..", "../../escaped", "/tmp/abs", "a/b"}) {
+    const std::string err = load_error(dir.file("n.json", json{{"name", name}, {"base", "base.json"}, {"grid", {{"seed", {1}}}}}.dump()));
+    EXPECT_NE(err.find("must be a folder's name"), std::string::npos) << "name '" << name << "': " << err;
+  }
+  EXPECT_NE(load_error(dir.file("n.json", R"({"name": 3, "base": "base.json", "grid": {"seed": [1]}})")).find("name must be a string"),
+            std::string::npos);
+  EXPECT_NE(load_error(dir.file("e.json", R"({"base": "base.json", "grid": {}})")).find("grid is empty"), std::string::npos);
+  EXPECT_EQ(load_error(dir.file("ok.json", R"({"name": "my run-2.b", "base": "base.json", "grid": {"seed": [1]}})")), "");
 }
 
 // Writes a finished cell by hand: summary.json + eval.json with given numbers.
@@ -138,6 +147,24 @@ TEST(Aggregate, MeansAndStdsEqualTheCellsOwnNumbers) {
   EXPECT_NE(table.find("n/a"), std::string::npos) << table;
   auto csv = results_csv(r);
   EXPECT_NE(csv.find("\"rope\",\"rope\",\"\",16,33,2,\"ok\",0.3"), std::string::npos) << csv;
+}
+
+// A scenario's keys are named by results.json itself: the report cannot find them by splitting the
+// scenario text, whose values may hold ", " (a file name).
+TEST(Aggregate, ScenarioKeysAreNamedNotParsed) {
+  TempDir dir;
+  dir.file("a, b.txt", std::string(2000, 'x'));
+  dir.file("c.txt", std::string(2000, 'y'));
+  dir.file("text.json", R"({"data": {"kind": "text"}, "model": {"block_size": 16}, "eval": {"lengths": [16, 32]}})");
+  auto e = load_experiment(dir.file("exp.json", R"({"name": "t", "base": "text.json", "grid": {"model.pos_encoding.kind":
+      ["rope", "alibi"], "data.path": ["a, b.txt", "c.txt"], "train.learning_rate": [0.001, 0.002]}})"));
+  const std::string out = dir.sub("out");
+  for (const auto& c : e.cells) fake_cell(out + "/cells/" + c.name, 0.2, 0.9, false);
+  json r = aggregate_results(e, out);
+  EXPECT_EQ(r["scenario_keys"], json({"learning_rate", "path"})) << r["scenario_keys"].dump();
+  bool comma = false;
+  for (const auto& row : r["rows"]) comma = comma || row["scenario"].get<std::string>().find("a, b.txt") != std::string::npos;
+  EXPECT_TRUE(comma) << "the scenario text holds the value as it is";
 }
 
 // Every config and experiment the project ships must load and validate (a typo there would only

@@ -127,6 +127,10 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   const std::string flipped = what_this_shows(results, "loss", rk);
   EXPECT_NE(flipped.find("sinusoidal (+0.05 to 1.85) stays within"), std::string::npos) << flipped;
   EXPECT_NE(flipped.find("alibi (+1.00 to 2.75) rises by more"), std::string::npos) << flipped;
+  // A change that rounds to zero is written without a sign (not "-0.00").
+  results["rows"][3]["loss_mean"] = 1.7499;
+  const std::string unmoved = what_this_shows(results, "loss", rk);
+  EXPECT_NE(unmoved.find("alibi (0.00 to 1.75)"), std::string::npos) << unmoved;
   // Better past the training length by more than the margin is said as such, not as "within" it.
   results["rows"][3]["loss_mean"] = 1.50;
   const std::string better = what_this_shows(results, "loss", rk);
@@ -232,4 +236,12 @@ TEST(ReportStats, ConsoleTableAlignsLongLabels) {
   ASSERT_EQ(ends.size(), 3u);
   EXPECT_EQ(ends[0], ends[1]);
   EXPECT_EQ(ends[0], ends[2]);
+}
+
+// Multiples of the training length: whole ones bare, others to one decimal (1.5x was written "2x").
+TEST(ReportStats, MultiplesOfTheTrainingLength) {
+  EXPECT_EQ(times(8.0), "8x");
+  EXPECT_EQ(times(96.0 / 64.0), "1.5x");
+  EXPECT_EQ(times(72.0 / 64.0), "1.1x");
+  EXPECT_EQ(times(1.0), "1x");
 }

@@ -178,7 +178,9 @@ def ranking_txt(res):
 
 def scenarios_txt(res):
     """What a scenario is beside a length: a task, an evaluation variant, or whatever else the grid varies."""
-    keys = {k.split("=")[0].strip() for r in res.get("rows", []) for k in str(r.get("scenario") or "").split(", ") if k}
+    keys = res.get("scenario_keys")
+    if keys is None:  # results.json written before it named them: values holding ", " split wrongly here
+        keys = {k.split("=")[0].strip() for r in res.get("rows", []) for k in str(r.get("scenario") or "").split(", ") if k}
     if not keys:
         return ""
     return ", per " + " and ".join(sorted(keys))

@@ -17,6 +17,7 @@
 #include "train/trainer.h"
 #include "util/affinity.h"
 #include "util/runtime.h"
+#include "util/signals.h"
 #include "util/stage.h"
 
 // The first line of a message, so that every error stays one line on the terminal.
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
     const poslab::ThreadAffinity unpinned(poslab::openmp_binds() ? poslab::usable_cpus() : std::vector<int>{});
     ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
   }
+  poslab::stop_with_parent();  // a process compare started stops when compare is gone
   // Blocked evaluation attention allocates and frees ~20 MiB of scores per query block. glibc
   // mmaps blocks that large and unmaps them on free, so every block faulted fresh pages in: a third
   // of a 16,384-token evaluation's time went to the kernel (perf). Kept in the heap, they are reused:

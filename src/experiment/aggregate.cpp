@@ -120,6 +120,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   }
   std::sort(lengths.begin(), lengths.end());
   json rows = json::array();
+  std::set<std::string> scenario_keys;  // the keys a scenario names, as written in it (values may hold ", ")
   for (const auto& g : groups)
     for (int L : lengths) {
       auto it = acc.find({g, L});
@@ -131,8 +132,10 @@ json aggregate_results(const Experiment& e, const std::string& out) {
       row["item"] = settings.contains(item_key) ? grid_value_text(settings[item_key]) : g;
       std::string scenario;
       for (const auto& k : group_keys)
-        if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1))  // one value: no scenario
+        if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1)) {  // one value: no scenario
           scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + grid_value_text(settings[k]);
+          scenario_keys.insert(k.substr(k.rfind('.') + 1));
+        }
       row["scenario"] = scenario;
       for (const char* k : {"loss", "ppl", "token_acc", "exact_match"}) {
         auto m = a.metric.find(k);
@@ -152,7 +155,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     }
   json results = {{"experiment", e.name}, {"config", e.path}, {"description", e.description},
                   {"grid", e.grid},       {"group_keys", group_keys}, {"lengths", lengths},
-                  {"cells", cells},       {"rows", rows}};
+                  {"cells", cells},       {"rows", rows},             {"scenario_keys", scenario_keys}};
   if (!e.eval_grid.empty()) {
     json variants = json::object();
     for (const auto& v : e.eval_grid) variants[v.name] = v.overrides;

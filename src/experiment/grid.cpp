@@ -1,4 +1,5 @@
 // Experiment files and grid expansion: the cartesian product of the grid's value lists, in file order.
+#include <algorithm>
 #include <filesystem>
 
 #include "config/config.h"
@@ -60,11 +61,18 @@ Experiment load_experiment(const std::string& path) {
                                    ", or name it as an experiment's base"
                              : ""));
   if (!file.contains("base") || !file["base"].is_string()) throw ConfigError(where + ": base must name a config file");
-  if (!file.contains("grid") || !file["grid"].is_object() || file["grid"].empty())
+  if (!file.contains("grid") || !file["grid"].is_object())
     throw ConfigError(where + ": grid must be an object of key -> list of values");
+  if (file["grid"].empty()) throw ConfigError(where + ": grid is empty: give at least one key -> list of values");
   Experiment e;
   e.path = path;
+  if (file.contains("name") && !file["name"].is_string()) throw ConfigError(where + ": name must be a string");
   e.name = file.value("name", std::filesystem::path(path).stem().string());
+  // The name is the default output folder under runs/: it must be one folder's name, not a path.
+  if (e.name.empty() || e.name == "." || e.name == ".." || e.name.find('/') != std::string::npos ||
+      std::any_of(e.name.begin(), e.name.end(), [](unsigned char ch) { return ch < 0x20; }))
+    throw ConfigError(where + ": name '" + e.name + "' must be a folder's name (it is the default output, runs/NAME): "
+                      "not empty, '.', '..', and no '/' or control characters");
   e.description = file.value("description", "");
   e.grid = file["grid"];
   if (file.contains("jobs")) {

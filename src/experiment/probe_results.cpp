@@ -209,7 +209,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
     for (const auto& r : mq["ranking"]) {
       const double eff = r["effective_length"].get<double>();
       text += (first ? "" : ", ") + r["name"].get<std::string>() + " " +
-              (eff > 0 ? fmt(eff / mq["train_length"].get<double>(), "%.0fx") : "none");
+              (eff > 0 ? times(eff / mq["train_length"].get<double>()) : "none");
       first = false;
     }
     text += ".";
@@ -239,7 +239,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
   std::vector<std::string> parts;
   for (const auto& r : pk["ranking"]) {
     const double eff = r["effective_length"].get<double>();
-    parts.push_back(r["name"].get<std::string>() + " " + (eff > 0 ? fmt(eff / train, "%.0fx") : "none"));
+    parts.push_back(r["name"].get<std::string>() + " " + (eff > 0 ? times(eff / train) : "none"));
   }
   text += "effective length (lower 95% bound of exact match >= " + fmt(pk["threshold"].get<double>()) + ", every seed) ";
   for (size_t i = 0; i < parts.size(); ++i) text += (i ? ", " : "") + parts[i];
@@ -275,7 +275,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
       const double x = l["exact_mean"].get<double>();
       if (x < pk["threshold"].get<double>())
         text += " Loss and retrieval disagree: " + leader + " has the lowest loss at " + std::to_string(longest) + " tokens (" +
-                fmt(static_cast<double>(longest) / train, "%.0fx") + "), yet retrieves the key there in " + fmt(x) +
+                times(static_cast<double>(longest) / train) + "), yet retrieves the key there in " + fmt(x) +
                 " of trials [" + fmt(l["exact_low"].get<double>()) + ", " + fmt(l["exact_high"].get<double>()) +
                 "]: its flat loss is not evidence that it uses the longer context.";
       else

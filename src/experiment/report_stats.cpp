@@ -54,7 +54,12 @@ std::string fmt(double v, int digits) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
-std::string signed_fmt(double v, int digits) { return (v >= 0 ? "+" : "") + fmt(v, digits); }
+// "+0.09", "-0.01"; a change that rounds to zero has no sign ("0.00", not "-0.00").
+std::string signed_fmt(double v, int digits) {
+  const std::string s = fmt(v, digits);
+  if (s.find_first_not_of("-0.") == std::string::npos) return fmt(0.0, digits);
+  return (v >= 0 ? "+" : "") + s;
+}
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i)
@@ -224,7 +229,7 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     std::vector<std::string> moved;
     for (const auto& m : moved_by) moved.push_back(m.second);
     const double ratio = static_cast<double>(longest) / std::max(1, L0);
-    out << "At " << fmt(ratio, ratio == std::floor(ratio) ? 0 : 1) << "x the training length (" << longest << " vs " << L0
+    out << "At " << times(ratio) << " the training length (" << longest << " vs " << L0
         << " " << unit << "), ";
     if (!loss && !any_positive_past) {
       out << "no configuration gets a single example right past the training length; compare the losses to see how "
@@ -270,5 +275,7 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
                                                           "separate them from every other.");
   return out.str();
 }
+
+std::string times(double ratio) { return fmt(ratio, ratio == std::floor(ratio) ? 0 : 1) + "x"; }
 
 }  // namespace poslab

@@ -43,4 +43,7 @@ nlohmann::json ranking_with_fallback(const nlohmann::json& results, const std::s
 // The "What this shows" paragraph, from the rows alone.
 std::string what_this_shows(const nlohmann::json& results, const std::string& metric, const nlohmann::json& ranking);
 
+// A multiple of the training length as the reports write it: "8x", "1.5x".
+std::string times(double ratio);
+
 }  // namespace poslab

@@ -53,14 +53,18 @@ static bool cell_finished(const std::string& dir) {
 
 // compare's environment less a distributed launcher's variables (launch_variable): each cell is one process
 // of its own; set around compare (an sbatch script with several tasks, a MASTER_ADDR exported for other
-// work), they would make every cell wait for peers that never come.
+// work), they would make every cell wait for peers that never come. Plus kParentVariable: a cell stops
+// (as on SIGTERM: checkpoint kept) when compare ends without stopping it, killed by SIGKILL or the OOM killer.
 static const std::vector<std::string>& cell_environment() {
   static const std::vector<std::string> env = [] {
     std::vector<std::string> kept, dropped;
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
-      (launch_variable(entry.substr(0, entry.find('='))) ? dropped : kept).push_back(entry);
+      const std::string name = entry.substr(0, entry.find('='));
+      if (name == kParentVariable) continue;
+      (launch_variable(name) ? dropped : kept).push_back(entry);
     }
+    kept.push_back(std::string(kParentVariable) + "=" + std::to_string(::getpid()));
     if (!dropped.empty()) {
       std::string names;
       for (const auto& d : dropped) names += (names.empty() ? "" : ", ") + d.substr(0, d.find('='));
@@ -384,6 +388,13 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   const json saved_experiment = experiment_to_json(full);
   if (o.shard.active()) check_same_experiment(saved_experiment, o, /*at_end=*/false);
   check_cells_match(full, o);
+  // One compare at a time per output directory (per shard: a shard's cells are its own): a second one
+  // would train the same cells beside the first and overwrite its files.
+  fs::create_directories(o.out);
+  const FileLock lock(o.out + (o.shard.active() ? "/.compare-shard-" + std::to_string(o.shard.index) + "-of-" +
+                                                      std::to_string(o.shard.count) + ".lock"
+                                                : "/.compare.lock"),
+                      "--out " + o.out);
   drop_stale_follow_ups(full, o);
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");

@@ -2,6 +2,7 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -116,6 +117,31 @@ void check_run_writable(const std::string& dir, const std::string& file) {
 bool file_exists(const std::string& path) {
   std::error_code ec;
   return fs::exists(path, ec);
+}
+
+FileLock::FileLock(const std::string& path, const std::string& what) {
+  // O_CLOEXEC: the processes this one starts must not keep the lock after it ends.
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw ConfigError(what + ": cannot create " + path + " (" + std::strerror(errno) + ")");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char buf[32] = {0};
+    const ssize_t got = ::pread(fd_, buf, sizeof buf - 1, 0);
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) throw ConfigError(what + ": cannot lock " + path + " (" + std::strerror(err) + ")");
+    const std::string pid = got > 0 ? std::string(buf, static_cast<size_t>(got)) : "";
+    throw ConfigError(what + ": another poslab" + (pid.empty() ? "" : " (pid " + pid + ")") +
+                      " is writing it; wait for it to finish or stop it, or choose another --out");
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // The pid is only for the message above: the lock itself holds.
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace poslab

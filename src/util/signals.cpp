@@ -1,11 +1,13 @@
 // Async-signal-safe stop flag: the handler only touches a lock-free atomic and write(2).
 #include "util/signals.h"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 
@@ -63,5 +65,13 @@ void stop_at_steps() { g_exit_now.store(false); }
 bool stop_requested() { return g_signals.load() > 0; }
 void request_stop() { g_signals.store(1); }
 void clear_stop() { g_signals.store(0); }
+
+void stop_with_parent() {
+  const char* v = std::getenv(kParentVariable);
+  if (v == nullptr) return;
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  // Gone between the spawn and here: the signal above will never come.
+  if (std::to_string(::getppid()) != v) ::raise(SIGTERM);
+}
 
 }  // namespace poslab

@@ -16,4 +16,11 @@ bool stop_requested();
 void request_stop();  // what the handler does; tests call it directly
 void clear_stop();
 
+// Set by compare in the environment of the processes it starts (its pid): they take SIGTERM, a stop,
+// when compare's process ends first (kill -9, the OOM killer), instead of training on unwatched.
+constexpr const char* kParentVariable = "POSLAB_COMPARE_PID";
+// At start-up: where kParentVariable is set, asks for SIGTERM on the parent's end, and ends at once
+// when the parent it names is gone already.
+void stop_with_parent();
+
 }  // namespace poslab

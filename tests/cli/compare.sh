@@ -154,6 +154,25 @@ s = json.load(open("longout/cells/kind=rope/summary.json"))
 assert s["status"] == "interrupted" and 0 < s["step"] < 100000, s'
 check "... and compare says how to resume" grep -q "interrupted: re-run the same command" long.log
 
+# One compare per output directory: a second one into it is refused while the first runs (it trained the same
+# cells beside it). And a compare killed outright (kill -9, the OOM killer) does not leave its cell training.
+"$POSLAB" compare -c longexp.json --out longout --no-plots > long2.log 2>&1 &
+pid=$!
+for _ in $(seq 1 300); do grep -q "resuming kind=rope" long2.log 2>/dev/null && break; sleep 0.1; done
+sleep 1
+expect_fail 2 "--out longout: another poslab (pid $pid) is writing it" -- "$POSLAB" compare -c longexp.json --out longout --no-plots
+cell=$(pgrep -f -- "--resume longout/cells/kind=rope" | head -1)
+kill -KILL $pid
+wait $pid 2>/dev/null
+gone=no
+for _ in $(seq 1 100); do kill -0 "$cell" 2>/dev/null || { gone=yes; break; }; sleep 0.1; done
+check "a cell whose compare was killed stops (pid ${cell:-none})" test -n "$cell" -a $gone = yes
+check "... at a checkpoint, as on a stop" /usr/bin/python3 -c '
+import json
+s = json.load(open("longout/cells/kind=rope/summary.json"))
+assert s["status"] == "interrupted", s'
+check "... and the killed compare's lock went with it" flock -n longout/.compare.lock true
+
 # "jobs" in the file: that many cells at once (at most the cores), each with cores/jobs threads; -j overrides it.
 printf '{"data": {"task": "copy", "max_len": 4}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32"}, "eval": {"lengths": [4, 8], "batches": 1}}\n' > base0.json
 printf '{"name": "jobs", "base": "base0.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}, "jobs": 2}\n' > exp3.json

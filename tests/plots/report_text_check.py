@@ -1,6 +1,7 @@
 """The report's sentences on hand-made results: an eval grid says how many models trained and how
 many results they gave, the first column is named after what the rows compare, the experiment file
-is called what it is, and the ranking's fallback note is a whole sentence.
+is called what it is, the ranking's fallback note is a whole sentence, and the scenarios are named by
+their keys even where a value holds ", ".
 usage: report_text_check.py SCRIPTS_DIR"""
 import sys
 
@@ -27,4 +28,7 @@ assert report_text.group_label(res) == "encoding"
 note = report_text.ranking_txt(res)
 assert note.endswith(" (Exact match is 0.000 for every configuration past the training length, so the ranking is "
                      "by loss.)"), note
+res["rows"] = [{"item": "rope", "scenario": "path=data/a, b.txt, learning_rate=0.001"}]
+res["scenario_keys"] = ["learning_rate", "path"]
+assert report_text.scenarios_txt(res) == ", per learning_rate and path", report_text.scenarios_txt(res)
 print("ok: report sentences")
