@@ -78,6 +78,17 @@ TEST(Grid, InvalidCellRefusesTheWholeGrid) {
   EXPECT_EQ(key.find("--set"), std::string::npos) << key;
   const std::string type = load_error(write_experiment(dir, R"({"model.n_layer": [1, "two"]})"));
   EXPECT_NE(type.find(": grid.model.n_layer"), std::string::npos) << type;
+  // Probes that cannot run on a cell are refused now, not after every cell trained.
+  dir.file("mqar.json", R"({"data": {"task": "mqar", "max_len": 2}, "model": {"block_size": 16}})");
+  const std::string short_mqar = load_error(dir.file("m.json", R"({"base": "mqar.json", "grid": {"model.pos_encoding.kind":
+      ["rope"]}, "probes": {"mqar": {"lengths": [2, 9], "trials": 3}}})"));
+  EXPECT_NE(short_mqar.find(": cell kind=rope: probes.mqar.lengths: 2 tokens is too short for mqar"), std::string::npos)
+      << short_mqar;
+  EXPECT_EQ(load_error(dir.file("m.json", R"({"base": "mqar.json", "grid": {"model.pos_encoding.kind": ["rope"]},
+      "probes": {"mqar": {"lengths": [9, 16], "trials": 3}}})")), "");
+  const std::string passkey = load_error(dir.file("p.json", R"({"base": "base.json", "grid": {"model.pos_encoding.kind":
+      ["rope"]}, "probes": {"passkey": {"lengths": [16], "trials": 3}}})"));
+  EXPECT_NE(passkey.find(": cell kind=rope: probes.passkey needs a run trained on text"), std::string::npos) << passkey;
 }
 
 TEST(Grid, BadExperimentFilesAreRefused) {

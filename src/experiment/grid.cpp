@@ -5,6 +5,7 @@
 #include "config/config.h"
 #include "data/corpus.h"
 #include "experiment/experiment.h"
+#include "probe/mqar.h"
 #include "probe/probe.h"
 #include "util/files.h"
 #include "util/sha256.h"
@@ -190,6 +191,20 @@ Experiment load_experiment(const std::string& path) {
       throw ConfigError(where + ": cell " + cell.name + ": probes.mqar scores runs trained on data.task mqar, not on " +
                         (config["data"]["kind"] == "task" ? "data.task " + config["data"]["task"].get<std::string>()
                                                           : "data.kind " + config["data"]["kind"].get<std::string>()));
+    // Its lengths against the cell's pairs and queries: refused after every cell trained, the probe was lost.
+    if (e.probes.contains("mqar")) {
+      try {
+        check_mqar_probe(config_from_json(config), probe_options_from_json("mqar", e.probes["mqar"], where + ": probes.mqar"));
+      } catch (const ConfigError& err) {
+        std::string what = err.what();
+        if (what.rfind("--lengths: ", 0) == 0) what = "lengths: " + what.substr(11);  // the file's key, not the flag
+        throw ConfigError(where + ": cell " + cell.name + ": probes.mqar." + what);
+      }
+    }
+    // A passkey is written in characters; a task's vocabulary has symbols only.
+    if (e.probes.contains("passkey") && config["data"]["kind"] == "task")
+      throw ConfigError(where + ": cell " + cell.name + ": probes.passkey needs a run trained on text (data.kind text or "
+                        "tokens), not on data.task " + config["data"]["task"].get<std::string>());
     cell.config = config;
     e.cells.push_back(cell);
     size_t k = keys.size();
