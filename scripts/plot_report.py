@@ -13,7 +13,12 @@ malformed.
 """
 
 import os
+import signal
 import sys
+
+# Ctrl-C (which reaches compare and this script together) ends it quietly with 130, not with a traceback;
+# compare then says the report was interrupted.
+signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -564,18 +564,29 @@ static json finish(const Experiment& e, const CompareOptions& o, const std::map<
     report_files.push_back(o.out + "/" + name);
   const bool stale_report = !remove_stale_files(report_files).empty();
   std::cout << "\n" << format_results_table(results);
+  // The script as this poslab finds it (an install keeps it under share/poslab/scripts).
+  const std::string script = !o.plot_script.empty() ? o.plot_script : find_script("plot_report.py");
+  const std::string redraw = "python3 " + (script.empty() ? std::string("scripts/plot_report.py") : script) + " " + o.out;
   if (stale_report && (o.plot_script.empty() || stop_requested()))
-    spdlog::info("removed {}/report.html and its pictures: they showed earlier results (draw them again with "
-                 "python3 scripts/plot_report.py {})", o.out, o.out);
+    spdlog::info("removed {}/report.html and its pictures: they showed earlier results (draw them again with {})", o.out,
+                 redraw);
   if (stop_requested()) {
     spdlog::warn("interrupted: re-run the same command to finish the remaining cells");
     return results;
   }
   if (!o.plot_script.empty()) {
-    if (run_python_script(o.plot_script, {o.out}) != 0)
-      spdlog::warn("plots skipped: {} failed (needs python3-matplotlib); re-run it on {} later", o.plot_script, o.out);
-    else
+    const int rc = run_python_script(o.plot_script, {o.out});
+    if (rc != 0 && (stop_requested() || rc == 130 || rc == 128 + SIGINT || rc == 128 + SIGTERM)) {
+      // Stopped while drawing: the pictures it had drawn go too, so that no report stands half made.
+      remove_stale_files(report_files);
+      if (!stop_requested()) request_stop();  // compare then exits 130, as for any stop
+      spdlog::warn("interrupted while drawing the report: the results are written; draw it with {}", redraw);
+    } else if (rc != 0) {
+      spdlog::warn("plots skipped: {} exited with status {} (it needs python3-matplotlib; see above); draw them later "
+                   "with {}", o.plot_script, rc, redraw);
+    } else {
       spdlog::info("report: {}/report.html (and report.md)", o.out);
+    }
   }
   return results;
 }

@@ -116,20 +116,26 @@ for r in (a, b):
     assert r["what_this_shows"].startswith("The cells were trained at different lengths (3 and 4 items): read each row "
                                            "against its own training length"), r["what_this_shows"]'
 
-# A probe that fails on a trained cell (passkey on a copy task: its vocabulary cannot write the template) is
-# recorded in results.json and fails the command; the cell's losses stand. mqar on a non-mqar grid: refused up front.
-printf '{"name": "pf", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json
+# A probe that fails on a trained cell (passkey on text without digits: its vocabulary cannot write a key) is
+# recorded in results.json and fails the command; the cell's losses stand. mqar on a non-mqar grid, and passkey
+# on a task: refused up front.
+for _ in $(seq 200); do echo "the quick brown fox jumps over the lazy dog. The key is here."; done > letters.txt
+printf '{"data": {"kind": "text", "path": "letters.txt"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [16, 32]}}\n' > letters.json
+printf '{"name": "pf", "base": "letters.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json
 "$POSLAB" compare -c pf.json --out pf --no-plots > pf.log 2>&1
 status=$?
 check "a failed probe fails compare (exit $status)" test $status -eq 1
 check "... recorded under probe_errors, the cell done" /usr/bin/python3 -c '
 import json
 r = json.load(open("pf/results.json"))
-assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "vocabulary" in r["probe_errors"][0]["error"], r.get("probe_errors")
+assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "no digit" in r["probe_errors"][0]["error"], r.get("probe_errors")
 assert r["cells"][0]["status"] == "done", r["cells"]'
 check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pf.log
 printf '{"name": "mq", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"mqar": {}}}\n' > mq.json
 expect_fail 2 "cell kind=rope: probes.mqar scores runs trained on data.task mqar, not on data.task copy" -- "$POSLAB" compare -c mq.json --out mq --no-plots
+printf '{"name": "pt", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pt.json
+expect_fail 2 "cell kind=rope: probes.passkey needs a run trained on text (data.kind text or tokens), not on data.task copy" -- "$POSLAB" compare -c pt.json --out pt --no-plots
+check "nothing trained for a refused probe" test ! -e mq -a ! -e pt
 
 # What a cell's own train would refuse on its data, found before any cell trains: a task example longer than the block.
 printf '{"name": "fit", "base": "base.json", "grid": {"data.max_len": [4, 12]}}\n' > fit.json
@@ -200,5 +206,18 @@ if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/pl
     check "$f written" test -s out/$f
   done
   check "the report shows the attention summary" grep -q "(attention.png)" out/report.md
+  # Ctrl-C reaches the report script too: it ends quietly with 130, no traceback.
+  timeout --preserve-status -s INT 0.3 /usr/bin/python3 "$ROOT/scripts/plot_report.py" out3 > int.log 2>&1
+  status=$?
+  check "the report script stopped by SIGINT exits 130 (got $status), no traceback" \
+    bash -c "[ $status -eq 130 ] && ! grep -q Traceback int.log"
 fi
+# A stop while the report is drawn: the pictures it drew go, compare exits 130 and says how to draw it.
+mkdir -p fakescripts
+printf 'import os, signal, sys, time\nopen(os.path.join(sys.argv[1], "extrapolation.png"), "w").write("half")\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n' > fakescripts/plot_report.py
+POSLAB_SCRIPTS="$WORK/fakescripts" "$POSLAB" compare -c exp3.json --out out3 > log7 2>&1
+status=$?
+check "a stop while drawing the report: exit 130 (got $status)" test $status -eq 130
+check "... no half-drawn picture left" test ! -e out3/extrapolation.png -a -s out3/results.json
+check "... and it names the script to draw it with" grep -q "interrupted while drawing the report: the results are written; draw it with python3 $WORK/fakescripts/plot_report.py out3" log7
 finish
