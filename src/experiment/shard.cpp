@@ -34,8 +34,20 @@ Shard shard_from(const std::string& flag) {
     if (!count) throw ConfigError("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not");
     where = "SLURM_ARRAY_TASK_ID/SLURM_ARRAY_TASK_COUNT";
     s.index = number(id, "SLURM_ARRAY_TASK_ID");
-    if (const char* min = std::getenv("SLURM_ARRAY_TASK_MIN")) s.index -= number(min, "SLURM_ARRAY_TASK_MIN");
     s.count = number(count, "SLURM_ARRAY_TASK_COUNT");
+    const char* min = std::getenv("SLURM_ARRAY_TASK_MIN");
+    const char* max = std::getenv("SLURM_ARRAY_TASK_MAX");
+    const int lo = min ? number(min, "SLURM_ARRAY_TASK_MIN") : 0;
+    const int hi = max ? number(max, "SLURM_ARRAY_TASK_MAX") : lo + s.count - 1;
+    // Only an array of consecutive ids (0-7, 1-8) says which shard of how many a task is. A task resubmitted
+    // alone (--array=3) or a list or stepped array (--array=3,5; 0-7:2) does not: as shard 0 of 1 it would
+    // train every cell, beside the other shards.
+    if (hi - lo + 1 != s.count || (s.count == 1 && s.index != 0))
+      throw ConfigError("SLURM_ARRAY_TASK_ID " + std::string(id) + " of an array of " + std::to_string(s.count) +
+                        " task(s) from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                        ": not consecutive ids, so the shard count is unknown (a resubmitted task?); pass --shard K/N "
+                        "(scripts/cluster/slurm_array.sh takes N as its third argument)");
+    s.index -= lo;
   } else if (const char* index = std::getenv("JOB_COMPLETION_INDEX")) {
     const char* count = std::getenv("POSLAB_SHARD_COUNT");
     if (!count) throw ConfigError("JOB_COMPLETION_INDEX is set but POSLAB_SHARD_COUNT (the Job's completions) is not");

@@ -70,6 +70,13 @@ expect_fail 2 "--shard 2/2: shard 2 of 2 is out of range" -- "$POSLAB" compare -
 expect_fail 2 "--shard 1: expected K/N" -- "$POSLAB" compare -c exp.json --out x --shard 1
 expect_fail 2 "expected a non-negative integer, got 'a'" -- "$POSLAB" compare -c exp.json --out x --shard a/2
 expect_fail 2 "POSLAB_SHARD_COUNT" -- env JOB_COMPLETION_INDEX=0 "$POSLAB" compare -c exp.json --out x
+# A Slurm task resubmitted alone (--array=3) or a list array (--array=3,5) cannot say how many shards there are:
+# refused (as shard 0 of 1 it trained every cell beside the other shards); an array of consecutive ids from 1 works.
+expect_fail 2 "SLURM_ARRAY_TASK_ID 3 of an array of 1 task(s) from 3 to 3: not consecutive ids" -- \
+  env SLURM_ARRAY_TASK_ID=3 SLURM_ARRAY_TASK_COUNT=1 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_MAX=3 "$POSLAB" compare -c exp.json --out x
+expect_fail 2 "pass --shard K/N" -- \
+  env SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_COUNT=2 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_MAX=5 "$POSLAB" compare -c exp.json --out x
+check "nothing written for a refused Slurm shard" test ! -e x
 expect_fail 2 "no experiment.json here" -- "$POSLAB" compare --aggregate nowhere
 expect_fail 2 "drop --config/--shard" -- "$POSLAB" compare --aggregate parts -c exp.json
 check "nothing written for bad shard input" test ! -e x
