@@ -109,6 +109,13 @@ TEST(ConfigErrors, DataFilesWithoutAKindAreRefused) {
   auto child = dir.file("child.json", R"({"extends": "parent.json", "data": {"dir": "other"}})");
   EXPECT_EQ(load_config(child).data.kind, "tokens");
   EXPECT_EQ(load_config(plain, {"data.kind=text", "data.path=x.txt"}).data.kind, "text");
+  // Named on the command line for a kind that reads another: it would train on the config's own data.
+  auto textcfg = dir.file("text.json", R"({"data": {"kind": "text", "path": "corpus.txt"}})");
+  expect_error([&] { load_config(textcfg, {"data.dir=corpus"}); },
+               {"--set data.dir: data.dir is read by data.kind tokens, but data.kind is text", "add --set data.kind=tokens"});
+  expect_error([&] { load_config(chosen, {"data.path=x.txt"}); }, {"--set data.path: data.path is read by data.kind text"});
+  // The file's own data.path beside a kind switched on the command line is the grid's case: allowed.
+  EXPECT_EQ(load_config(textcfg, {"data.kind=task"}).data.kind, "task");
 }
 
 TEST(ConfigErrors, WrongType) {

@@ -89,6 +89,11 @@ TEST(Grid, InvalidCellRefusesTheWholeGrid) {
   const std::string passkey = load_error(dir.file("p.json", R"({"base": "base.json", "grid": {"model.pos_encoding.kind":
       ["rope"]}, "probes": {"passkey": {"lengths": [16], "trials": 3}}})"));
   EXPECT_NE(passkey.find(": cell kind=rope: probes.passkey needs a run trained on text"), std::string::npos) << passkey;
+  // Data files in set or grid on a base that never chose a kind: the cells would train the default task.
+  dir.file("nokind.json", R"({"model": {"block_size": 16}})");
+  const std::string nokind = load_error(dir.file("d.json", R"({"base": "nokind.json", "set": {"data.dir": "corpus"},
+      "grid": {"model.pos_encoding.kind": ["rope"]}})"));
+  EXPECT_NE(nokind.find(": cell kind=rope: data.dir names data, but data.kind is not set"), std::string::npos) << "[" << nokind << "]";
 }
 
 TEST(Grid, BadExperimentFilesAreRefused) {

@@ -674,7 +674,7 @@ static bool holds_key(const json& tree, const std::string& key) {
 
 // Where `key` of a merged config came from: the last --set that gave it, else the nearest file of the
 // "extends" chain that holds it (a file's keys override its parent's). Empty if neither did.
-static std::string origin_of(const std::string& key, const std::string& path, const std::vector<std::string>& overrides) {
+std::string origin_of(const std::string& key, const std::string& path, const std::vector<std::string>& overrides) {
   for (auto item = overrides.rbegin(); item != overrides.rend(); ++item) {
     const std::string set = item->substr(0, item->find('='));
     if (key == set) return "--set " + set;
@@ -705,6 +705,19 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
         throw ConfigError(origin + ": " + key + " names data, but data.kind is not set and its default, task, reads no " +
                           "file: set data.kind to " + (std::string(key) == "data.path" ? "text" : "tokens"));
     }
+  // A data file named on the command line for a kind that reads another (--set data.dir=X on a text config):
+  // it would train on the config's own data without a word. In files a base may name files its kinds ignore.
+  if (j.contains("data") && j["data"].is_object()) {
+    const std::string kind = j["data"].value("kind", std::string("task"));
+    for (const char* key : {"data.dir", "data.train_path", "data.val_path", "data.path"}) {
+      const std::string wants = std::string(key) == "data.path" ? "text" : "tokens";
+      const json& value = j["data"].value(std::string(key).substr(5), json());
+      if (kind == wants || !value.is_string() || value.get<std::string>().empty()) continue;
+      if (const std::string origin = origin_of(key, path, overrides); origin.rfind("--set", 0) == 0)
+        throw ConfigError(origin + ": " + key + " is read by data.kind " + wants + ", but data.kind is " + kind +
+                          ": add --set data.kind=" + wants);
+    }
+  }
   try {
     return config_from_json(j);
   } catch (const OptionKeyError& e) {

@@ -194,6 +194,9 @@ const nlohmann::json& default_config_json();
 
 // Reads a JSON file, resolving "extends" (paths relative to the file), merged over the defaults.
 nlohmann::json load_config_json(const std::string& path);
+// Where `key` of the config at `path` with `overrides` came from: "--set KEY" for the last override that gave
+// it, else the nearest file of the "extends" chain that holds it; empty when only the defaults do.
+std::string origin_of(const std::string& key, const std::string& path, const std::vector<std::string>& overrides);
 // Applies "a.b.c=value" overrides in order; the value is parsed as JSON, else taken as a string. A file's
 // path (resolve_paths) is taken relative to `relative_to` (a file: its directory; empty: the working directory).
 void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides,

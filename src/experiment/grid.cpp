@@ -95,7 +95,8 @@ Experiment load_experiment(const std::string& path) {
     if (e.grid.contains("seed")) throw ConfigError(where + ": give seeds either as \"seeds\" or as grid.seed, not both");
     e.grid["seed"] = seeds;
   }
-  json base = load_config_json(resolve_relative(path, file["base"].get<std::string>()));
+  const std::string base_path = resolve_relative(path, file["base"].get<std::string>());
+  json base = load_config_json(base_path);
   if (file.contains("set")) {
     if (!file["set"].is_object()) throw ConfigError(where + ": set must be an object of key -> value");
     for (auto it = file["set"].begin(); it != file["set"].end(); ++it)
@@ -143,6 +144,12 @@ Experiment load_experiment(const std::string& path) {
       e.eval_grid.push_back(v);
     }
   }
+  // Whether data.kind was chosen anywhere (base chain, set, grid): the defaults hold it too.
+  const auto names_kind = [](const json& o) {  // "data.kind" or "data": {"kind": ...}; a whole "data" counts
+    return o.contains("data.kind") || (o.contains("data") && (!o["data"].is_object() || o["data"].contains("kind")));
+  };
+  const bool kind_chosen = !origin_of("data.kind", base_path, {}).empty() || (file.contains("set") && names_kind(file["set"])) ||
+                           names_kind(e.grid);
   // Cartesian product, first key slowest, so cells of one encoding sit together.
   std::vector<size_t> index(keys.size(), 0);
   while (true) {
@@ -166,6 +173,16 @@ Experiment load_experiment(const std::string& path) {
     // Every cell is validated here, before the first one trains: a bad value stops the whole grid.
     for (size_t k = 0; k < keys.size(); ++k)
       apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k], path);
+    // Data files named for a cell whose data.kind was never set: its default, task, reads no file (the line
+    // forgotten), so the cell would train on the task without a word.
+    if (!kind_chosen)
+      for (const char* key : {"dir", "train_path", "val_path", "path"}) {
+        const json& value = config["data"][key];
+        if (value.is_string() && !value.get<std::string>().empty())
+          throw ConfigError(where + ": cell " + cell.name + ": data." + key + " names data, but data.kind is not set (base, " +
+                            "set or grid) and its default, task, reads no file: set data.kind to " +
+                            (std::string(key) == "path" ? "text" : "tokens"));
+      }
     try {
       const Config typed = config_from_json(config);
       // What the cell's own `poslab train` would refuse on its data, where finding out is cheap: a task's
