@@ -214,6 +214,19 @@ TEST(Tokenizer, RoundTripAndErrors) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("invalid UTF-8 at byte 2"), std::string::npos);
   }
+  // What the UTF-8 definition (RFC 3629) excludes though the bytes are shaped like a sequence: an overlong
+  // '/', a UTF-16 surrogate half (CESU-8, Python's surrogatepass), a code point past U+10FFFF.
+  for (const std::string bad : {std::string("a\xc0\xaf"), std::string("a\xe0\x80\xaf"), std::string("a\xed\xa0\x80"),
+                                std::string("a\xed\xbf\xbf"), std::string("a\xf4\x90\x80\x80")}) {
+    try {
+      split_utf8(bad, "f.txt");
+      ADD_FAILURE() << "accepted " << ::testing::PrintToString(bad);
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("invalid UTF-8 at byte 1"), std::string::npos) << e.what();
+    }
+  }
+  // Their neighbours are text: the last code points before and after the surrogates, and U+10FFFF.
+  EXPECT_EQ(split_utf8("\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\xf0\x9f\x98\x80", "f.txt").size(), 4u);
 }
 
 // nanoGPT's itos may hold words, not characters (a word-level prepare.py): a prompt is matched to the

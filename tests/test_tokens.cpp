@@ -265,6 +265,7 @@ TEST(MetaPkl, RefusesOtherShapesInOneLine) {
       {"{'vocab_size': 2, 'itos': {0: 'a', 1: 'b', 5: 'c'}}", "outside 0..vocab_size-1"},
       {"{'vocab_size': 2, 'itos': {0: 'a', 1: 2}}", "itos must map integers to strings"},
       {"{'vocab_size': 2.5, 'itos': {}}", "pickle opcode"},
+      {"{'vocab_size': 2, 'itos': {0: 'a', 1: '\\ud800'}}", "itos[1] is not UTF-8 text (byte 0)"},  // a lone surrogate
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string out = dir.sub("bad" + std::to_string(i) + ".pkl");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "config/config.h"
+#include "data/tokenizer.h"
 #include "util/files.h"
 
 namespace poslab {
@@ -201,6 +202,12 @@ TokenMeta parse_meta_pkl(const std::string& bytes, const std::string& path) {
     if (k.i < 0 || k.i >= m.vocab_size || seen[static_cast<size_t>(k.i)])
       reader.fail("itos key " + std::to_string(k.i) + " outside 0..vocab_size-1 or repeated");
     seen[static_cast<size_t>(k.i)] = true;
+    // Written to the run's vocab.json later: UTF-8 only (Python pickles a lone surrogate as bytes JSON refuses).
+    for (size_t i = 0; i < v.s.size();) {
+      const size_t len = utf8_char_length(v.s, i);
+      if (len == 0) reader.fail("itos[" + std::to_string(k.i) + "] is not UTF-8 text (byte " + std::to_string(i) + ")");
+      i += len;
+    }
     m.itos[static_cast<size_t>(k.i)] = v.s;
   }
   if (itos->dict->size() != static_cast<size_t>(m.vocab_size))

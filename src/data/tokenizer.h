@@ -12,6 +12,9 @@ namespace poslab {
 // Splits UTF-8 into code points; throws ConfigError naming `source` and the byte offset of
 // the first invalid sequence (poslab refuses such files rather than guessing a replacement).
 std::vector<std::string> split_utf8(const std::string& text, const std::string& source);
+// Bytes of the UTF-8 character at text[i], or 0 where none starts there (a bad or cut sequence, an overlong
+// form, a surrogate half, past U+10FFFF).
+size_t utf8_char_length(const std::string& text, size_t i);
 
 class Tokenizer {
  public:
