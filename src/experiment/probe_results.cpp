@@ -4,6 +4,7 @@
 // say where loss and retrieval disagree.
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <map>
 #include <tuple>
 
@@ -93,6 +94,9 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
   for (auto task = e.probes.begin(); task != e.probes.end(); ++task) {
     std::vector<std::string> order;
     std::map<std::string, GroupAcc> groups;
+    // Variants that evaluate with the same RoPE scaling share one probe: its numbers go beside each of
+    // their rows, but the retrieval table and its ranking show it once (the first such variant).
+    std::set<std::string> repeats;
     json meta;
     for (const auto& c : e.cells) {
       const std::string path = out + "/cells/" + c.name + "/probe-" + task.key() + ".json";
@@ -110,7 +114,10 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         for (const char* k : {"pairs", "queries", "gaps"})
           if (p.contains(k)) meta[k] = p[k];
       }
+      bool first_unit = true;
       for (const auto& [group, settings] : probe_units(e, c, out)) {
+        if (!first_unit) repeats.insert(group);
+        first_unit = false;
         if (!groups.count(group)) order.push_back(group);
         auto& g = groups[group];
         g.item = settings.contains(item_key) ? (settings[item_key].is_string() ? settings[item_key].get<std::string>()
@@ -158,13 +165,15 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
                     {"lengths", lengths}});
     }
     json entry = meta;
-    entry["groups"] = gj;
+    entry["groups"] = json::array();
+    for (const auto& g : gj)
+      if (!repeats.count(g["group"].get<std::string>())) entry["groups"].push_back(g);
     // Ranking by retrieval: the effective length (the smallest over seeds: it must hold for each), then
     // the mean exact match past the training length, then at it (so that, where nothing retrieves past
     // it, the encodings that learned the task at the training length still come first).
     std::vector<std::pair<std::string, std::tuple<double, double, double>>> rank;
     const int train = meta["train_length"].get<int>();
-    for (const auto& g : gj) {
+    for (const auto& g : entry["groups"]) {
       double past = 0, at = 0;
       int count = 0;
       for (const auto& l : g["lengths"]) {

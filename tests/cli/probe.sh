@@ -275,11 +275,12 @@ assert "rope 0 of" not in w and "rope 1 of" not in w, w
 PY
 
 # With an eval grid, each trained cell's probe stands beside the rows of the variants that evaluate it as the
-# probe decoded it (no RoPE scaling of their own), not beside a scaled variant's, and the report finds it.
+# probe decoded it (no RoPE scaling of their own), not beside a scaled variant's, and the report finds it; the
+# retrieval table and ranking show each probe once, though two variants (none, stride) stand beside it.
 cat > egrid.json <<JSON
 {"name": "eg", "base": "text.json", "set": {"train.max_iters": 2, "eval.lengths": [64, 128], "eval.tokens": 256},
  "grid": {"model.pos_encoding.kind": ["rope", "xpos"]},
- "eval_grid": {"none": {}, "yarn": {"eval.rope_scaling": {"kind": "yarn", "factor": 2}}},
+ "eval_grid": {"none": {}, "yarn": {"eval.rope_scaling": {"kind": "yarn", "factor": 2}}, "stride": {"eval.stride": 32}},
  "probes": {"passkey": {"lengths": [64, 128], "trials": 3, "depths": [0]}}}
 JSON
 "$POSLAB" compare -c egrid.json --out egrid > egrid.out 2>&1
@@ -290,11 +291,13 @@ res = json.load(open(os.path.join(out, "results.json")))
 groups = {g["group"]: g for g in res["probes"]["passkey"]["groups"]}
 assert sorted(groups) == ["rope, eval=none", "xpos, eval=none"], sorted(groups)
 assert [groups[g]["item"] for g in sorted(groups)] == ["rope", "xpos"]
+assert sorted(r["name"] for r in res["probes"]["passkey"]["ranking"]) == ["rope", "xpos"], res["probes"]["passkey"]["ranking"]
 rows = list(csv.DictReader(open(os.path.join(out, "results.csv"), newline="")))
-assert len(rows) == 8
+assert len(rows) == 12
 for r in rows:
-    if r["group"].endswith("eval=none"):
-        l = next(x for x in groups[r["group"]]["lengths"] if x["length"] == int(r["length"]))
+    if r["group"].endswith("eval=none") or r["group"].endswith("eval=stride"):
+        probed = r["group"].replace("eval=stride", "eval=none")
+        l = next(x for x in groups[probed]["lengths"] if x["length"] == int(r["length"]))
         assert r["passkey_exact_mean"] != "" and float(r["passkey_exact_mean"]) == l["exact_mean"], r
         assert r["passkey_effective_length_mean"] != "", r
     else:
