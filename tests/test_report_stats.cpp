@@ -106,6 +106,15 @@ TEST(ReportStats, MeanReciprocalRankAcrossTasks) {
   json rk = mrr_ranking(results, "exact_match", "k");
   EXPECT_EQ(rk["scenarios"], 2);
   for (const auto& it : rk["items"]) EXPECT_NEAR(it["mrr"].get<double>(), 0.75, 1e-12) << it.dump();
+  // Best is marked within each scenario, so a column holds one per task; the text says so.
+  mark_best(results["rows"], "exact_match", "k");
+  std::vector<std::string> marked;
+  for (const auto& r : results["rows"])
+    if (r.value("best", false)) marked.push_back(r["item"].get<std::string>() + "@" + r["scenario"].get<std::string>());
+  EXPECT_EQ(marked, (std::vector<std::string>{"a@task=copy", "b@task=reverse"}));
+  results["length_unit"] = "items";
+  const std::string text = what_this_shows(results, "exact_match", rk);
+  EXPECT_NE(text.find("at 16 items, in each scenario: "), std::string::npos) << text;
 }
 
 TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {

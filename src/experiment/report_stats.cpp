@@ -256,9 +256,14 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
   // Who is best where, only where it is best beyond noise.
   for (int L : {L0, longest}) {
     std::vector<std::string> best;
+    bool per_scenario = false;  // best is marked among the rows of one scenario (mark_best): say so
     for (const auto& r : results["rows"])
-      if (r["length"] == L && r.value("best", false)) best.push_back(label(r) + " (" + fmt(value_of(r, metric), digits + 1) + ")");
-    if (!best.empty()) out << " Best " << what << " at " << L << " " << unit << ": " << join(best) << ".";
+      if (r["length"] == L && r.value("best", false)) {
+        best.push_back(label(r) + " (" + fmt(value_of(r, metric), digits + 1) + ")");
+        per_scenario = per_scenario || !r.value("scenario", "").empty();
+      }
+    if (!best.empty())
+      out << " Best " << what << " at " << L << " " << unit << (per_scenario ? ", in each scenario" : "") << ": " << join(best) << ".";
     if (L0 == longest) break;
   }
   if (ranking.is_object() && !ranking["items"].empty() && ranking["items"][0]["mrr"].is_number()) {
