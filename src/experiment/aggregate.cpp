@@ -62,6 +62,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   std::map<std::pair<std::string, int>, Acc> acc;
   std::map<std::string, Stats> params, speed, wall;
   std::map<std::string, json> group_settings;
+  std::set<std::string> failed_groups;  // groups with a failed cell: a row no cell reached says "failed"
   json first_eval;
   // Every finished cell's training length, and its model input tokens at that length: cells of a grid over
   // block_size or over tasks differ, and no single cell speaks for the others.
@@ -94,6 +95,7 @@ json aggregate_results(const Experiment& e, const std::string& out) {
     for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss"})
       cell[k] = summary.is_object() && summary.contains(k) ? summary[k] : json(nullptr);
     cells.push_back(cell);
+    if (cell["status"] == "failed") failed_groups.insert(c.group);
     if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
     if (!eval.is_object() || cell["status"] != "done") continue;
     if (first_eval.is_null()) first_eval = eval;
@@ -123,10 +125,12 @@ json aggregate_results(const Experiment& e, const std::string& out) {
   std::set<std::string> scenario_keys;  // the keys a scenario names, as written in it (values may hold ", ")
   for (const auto& g : groups)
     for (int L : lengths) {
+      // Every group at every length, a row no cell reached too (all its cells failed or not run yet), as the
+      // report's tables show it: results.csv then has a line for each.
       auto it = acc.find({g, L});
-      if (it == acc.end()) continue;
-      const auto& a = it->second;
-      json row = {{"group", g}, {"length", L}, {"tokens", a.tokens}, {"n", a.n},
+      const Acc none{{}, failed_groups.count(g) ? "failed" : "", 0, 0};
+      const auto& a = it != acc.end() ? it->second : none;
+      json row = {{"group", g}, {"length", L}, {"tokens", it != acc.end() ? json(a.tokens) : json(nullptr)}, {"n", a.n},
                   {"status", !a.status.empty() ? a.status : a.n ? "ok" : "missing"}};
       const json& settings = group_settings[g];
       row["item"] = settings.contains(item_key) ? grid_value_text(settings[item_key]) : g;

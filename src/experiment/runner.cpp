@@ -554,6 +554,11 @@ static json finish(const Experiment& e, const CompareOptions& o, const std::map<
         break;
       }
   }
+  // A row no cell reached, of a group whose cells failed here: failed, not missing.
+  for (auto& row : results["rows"])
+    if (row["status"] == "missing")
+      for (const auto& cell : results["cells"])
+        if (cell["group"] == row["group"] && cell["status"] == "failed") row["status"] = "failed";
   write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
   write_file_atomic(o.out + "/results.csv", results_csv(results));
   // The report and its pictures (scripts/plot_report.py) showed the results before these: removed, and drawn

@@ -34,12 +34,20 @@ for record, row in zip(body, rows):
             assert float(text) == want and text != "-0", (name, text, want)
         else:
             assert text == want, (name, text, want)
-# params is a count: an integer in the file, the one every done cell of the row's group has.
+# params is a count: an integer in the file, the one every done cell of the row's group has (empty where
+# none is done; such a row is failed or missing, and every group has a row at every length).
 cells = json.load(open(f"{out}/results.json"))["cells"]
 for record, row in zip(body, rows):
     text = record[header.index("params")]
     counts = {c["params"] for c in cells if c["group"] == row["group"] and c["status"] == "done"}
+    if not counts:
+        failed = any(c["group"] == row["group"] and c["status"] == "failed" for c in cells)
+        assert text == "" and row["status"] == ("failed" if failed else "missing"), ("no cell done", text, row["status"])
+        continue
     assert re.fullmatch(r"[0-9]+", text) and counts == {int(text)}, ("params", text, counts)
+groups = {c["group"] for c in cells}
+lengths = json.load(open(f"{out}/results.json"))["lengths"]
+assert {(r["group"], r["length"]) for r in rows} == {(g, L) for g in groups for L in lengths}, "a row per group and length"
 # Strings are quoted in the file itself (a group holding a comma or a quote stays one field).
 for line, row in zip(raw.split("\r\n")[1:], rows):
     assert line.startswith('"' + row["group"].replace('"', '""') + '",'), line
