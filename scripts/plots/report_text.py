@@ -147,7 +147,7 @@ def describe(res, groups):
     if not finite(tl):  # poslab writes no metric/unit/train_length when no cell finished
         return (head + "Experiment `%s`, grid %s: %s (%s). No cell finished, so there are no results yet."
                 % (res.get("config", "?"), grid_txt, cells_txt, status_txt or "none"))
-    return head + ("Experiment `%s`, grid %s: %s (%s), %d group%s by %s. "
+    return head + probe_failures_txt(res) + ("Experiment `%s`, grid %s: %s (%s), %d group%s by %s. "
             "Every model was trained at %s and evaluated at lengths %s %s; the metric is %s. "
             "%s "
             "\"n/a\" marks lengths an encoding cannot represent (for example, past a learned table)."
@@ -155,6 +155,18 @@ def describe(res, groups):
                len(groups), "" if len(groups) == 1 else "s",
                ", ".join("`%s`" % k for k in (res.get("group_keys") or ["group"])), train_txt, lengths, unit,
                metric_txt, noise_txt(res)))
+
+
+def probe_failures_txt(res):
+    """Probes that failed on trained cells: their seeds are missing from the retrieval numbers, which would
+    otherwise read as if every seed were in them."""
+    errors = res.get("probe_errors") or []
+    if not errors:
+        return ""
+    each = "; ".join("`%s` (%s): %s" % (e.get("cell"), e.get("task"), str(e.get("error", "")).rstrip(".")) for e in errors)
+    return ("**%d probe%s failed**, so %s cell%s missing from the retrieval numbers below: %s. "
+            % (len(errors), "" if len(errors) == 1 else "s", "that" if len(errors) == 1 else "those",
+               " is" if len(errors) == 1 else "s are", each))
 
 
 def noise_txt(res):

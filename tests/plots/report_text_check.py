@@ -28,6 +28,12 @@ assert report_text.group_label(res) == "encoding"
 note = report_text.ranking_txt(res)
 assert note.endswith(" (Exact match is 0.000 for every configuration past the training length, so the ranking is "
                      "by loss.)"), note
+# A probe that failed on a cell is said first, naming the cell: its seed is missing from the retrieval rows.
+res["probe_errors"] = [{"cell": "kind=rope_seed=1", "task": "passkey", "error": "checkpoint.pt: truncated"}]
+text = report_text.describe(res, ["none", "yarn", "ntk"])
+assert text.startswith("**1 probe failed**, so that cell is missing from the retrieval numbers below: "
+                       "`kind=rope_seed=1` (passkey): checkpoint.pt: truncated. "), text
+del res["probe_errors"]
 res["rows"] = [{"item": "rope", "scenario": "path=data/a, b.txt, learning_rate=0.001"}]
 res["scenario_keys"] = ["learning_rate", "path"]
 assert report_text.scenarios_txt(res) == ", per learning_rate and path", report_text.scenarios_txt(res)
