@@ -307,9 +307,14 @@ static void check_cells_match(const Experiment& e, const CompareOptions& o) {
     const json a = config_to_json(saved), b = config_to_json(want);
     const auto diff = json::diff(a, b);
     if (diff.empty()) continue;
-    const std::string path = diff[0]["path"].get<std::string>();
-    const json::json_pointer at(path);
-    throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + path + " is " +
+    // The key as a config names it (eval.lengths), a list whole: a diff inside it points at an element
+    // ("/eval/lengths/-", appended), which says nothing to a reader.
+    json::json_pointer at(diff[0]["path"].get<std::string>());
+    while (!at.empty() && (at.back() == "-" || at.back().find_first_not_of("0123456789") == std::string::npos))
+      at = at.parent_pointer();
+    std::string key = at.to_string().substr(1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + key + " is " +
                       (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
                       " in the experiment); use another --out, or remove " + dir + " to train it again");
   }

@@ -66,9 +66,14 @@ check "and says which variables it kept from them" grep -q "each cell trains as 
 # Re-running into the same --out after the experiment changed: refused before any work, naming the cell and key.
 sed 's/"max_iters": 20/"max_iters": 30/' base.json > base_b.json
 printf '{"name": "tiny2", "base": "base_b.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2b.json
-expect_fail 2 "cell kind=alibi holds a run of another config (/train/max_iters is 20 there, 30 in the experiment)" -- \
+expect_fail 2 "cell kind=alibi holds a run of another config (train.max_iters is 20 there, 30 in the experiment)" -- \
   "$POSLAB" compare -c exp2b.json --out out2 --no-plots
 check "... and the finished cell is left as it was" grep -q '"max_iters": 20' out2/cells/kind=alibi/summary.json
+# A list that grew is named whole (the difference is an appended element, "/eval/lengths/-", inside it).
+sed 's/"lengths": \[4, 8\]/"lengths": [4, 8, 12]/' base.json > base_c.json
+printf '{"name": "tiny2", "base": "base_c.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2c.json
+expect_fail 2 "cell kind=alibi holds a run of another config (eval.lengths is [4,8] there, [4,8,12] in the experiment)" -- \
+  "$POSLAB" compare -c exp2c.json --out out2 --no-plots
 
 # A value twice in a grid (or a seed twice) would count one model as two: refused.
 printf '{"base": "base.json", "grid": {"model.pos_encoding.kind": ["rope", "rope"]}}\n' > dup.json
