@@ -171,22 +171,26 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
     // Ranking by retrieval: the effective length (the smallest over seeds: it must hold for each), then
     // the mean exact match past the training length, then at it (so that, where nothing retrieves past
     // it, the encodings that learned the task at the training length still come first).
+    // A group probed at no length past it (a learned table's n/a there) has no retrieval past it to rank by:
+    // after those that were probed there, as n/a ranks last in the loss ranking, and null in the file.
     std::vector<std::pair<std::string, std::tuple<double, double, double>>> rank;
     const int train = meta["train_length"].get<int>();
     for (const auto& g : entry["groups"]) {
       double past = 0, at = 0;
       int count = 0;
       for (const auto& l : g["lengths"]) {
-        const double x = l["exact_mean"].is_number() ? l["exact_mean"].get<double>() : 0.0;
+        if (!l["exact_mean"].is_number()) continue;  // n/a or missing: not a 0
+        const double x = l["exact_mean"].get<double>();
         if (l["length"].get<int>() > train) past += x, ++count;
         if (l["length"].get<int>() == train) at = x;
       }
-      rank.push_back({g["item"], {g["effective_length_min"].get<double>(), count ? past / count : 0.0, at}});
+      rank.push_back({g["item"], {g["effective_length_min"].get<double>(), count ? past / count : -1.0, at}});
     }
     std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     json rj = json::array();
     for (const auto& [item, v] : rank)
-      rj.push_back({{"name", item}, {"effective_length", std::get<0>(v)}, {"exact_past_train", std::get<1>(v)},
+      rj.push_back({{"name", item}, {"effective_length", std::get<0>(v)},
+                    {"exact_past_train", std::get<1>(v) < 0 ? json(nullptr) : json(std::get<1>(v))},
                     {"exact_at_train", std::get<2>(v)}});
     entry["ranking"] = rj;
     probes[task.key()] = entry;

@@ -253,6 +253,33 @@ got = [r["name"] for r in res["probes"]["passkey"]["ranking"]]
 assert got == want == ["alibi", "rope"], (got, at)
 assert all(abs(r["exact_at_train"] - at[r["name"]]) < 1e-9 for r in res["probes"]["passkey"]["ranking"])
 PY
+# A group probed at no length past training (as a learned table is n/a there) ranks after those probed there,
+# though it leads at the training length, and has no exact match past it in the file (null, not 0).
+/usr/bin/python3 - cmp <<'PY'
+import glob, json, os, sys
+for f in glob.glob(os.path.join(sys.argv[1], "cells", "kind=alibi_*", "probe-passkey.json")):
+    p = json.load(open(f))
+    for r in p["results"]:
+        if r["length"] > 64:
+            r.update({"status": "n/a: the encoding represents 64 positions", "exact": None, "trials": 0})
+    json.dump(p, open(f, "w"))
+PY
+"$POSLAB" compare --aggregate cmp > agg3.out 2>&1
+check "a group with no probe past training ranks after those probed there" /usr/bin/python3 - cmp <<'PY'
+import json, os, sys
+rk = json.load(open(os.path.join(sys.argv[1], "results.json")))["probes"]["passkey"]["ranking"]
+assert [r["name"] for r in rk] == ["rope", "alibi"], rk
+assert rk[1]["exact_past_train"] is None and rk[0]["exact_past_train"] == 0.0, rk
+PY
+/usr/bin/python3 - cmp <<'PY'  # as they were, for what follows
+import glob, json, os, sys
+for f in glob.glob(os.path.join(sys.argv[1], "cells", "kind=alibi_*", "probe-passkey.json")):
+    p = json.load(open(f))
+    for r in p["results"]:
+        if r["length"] > 64:
+            r.update({"status": "ok", "exact": 0.0, "trials": 5})
+    json.dump(p, open(f, "w"))
+PY
 
 # One seed learned the format, the rest did not: pooled it fails, and the text names that seed's group.
 /usr/bin/python3 - cmp <<'PY'
