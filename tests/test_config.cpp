@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "config/config.h"
+#include "util/files.h"
 #include "test_util.h"
 
 using namespace poslab;
@@ -222,4 +223,14 @@ TEST(ConfigErrors, FuzzRegressionHugeNumbers) {
   expect_error([&] { load_config(overflow); }, {"of.json"});
   auto ok = dir.file("ok.json", "{}");
   expect_error([&] { load_config(ok, {"model.n_layer=1e999"}); }, {"model.n_layer"});
+}
+
+// An atomic write that cannot be committed (its name taken by a directory) leaves no temp file behind.
+TEST(Files, AFailedAtomicWriteLeavesNoTempFile) {
+  poslab::testing::TempDir dir;
+  const std::string taken = dir.sub("cache.json");
+  std::filesystem::create_directories(taken + "/inside");
+  EXPECT_THROW(poslab::write_file_atomic(taken, "{}\n"), std::runtime_error);
+  EXPECT_FALSE(std::filesystem::exists(taken + ".tmp"));
+  EXPECT_TRUE(std::filesystem::is_directory(taken + "/inside"));
 }

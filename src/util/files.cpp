@@ -40,7 +40,11 @@ void commit_file_atomic(const std::string& tmp_path, const std::string& final_pa
   fsync_path(tmp_path, false);
   std::error_code ec;
   fs::rename(tmp_path, final_path, ec);
-  if (ec) throw std::runtime_error("cannot rename " + tmp_path + " to " + final_path + ": " + ec.message());
+  if (ec) {
+    std::error_code ignored;
+    fs::remove(tmp_path, ignored);  // nothing half-written left behind (the name taken by a directory, say)
+    throw std::runtime_error("cannot rename " + tmp_path + " to " + final_path + ": " + ec.message());
+  }
   std::string dir = fs::path(final_path).parent_path().string();
   fsync_path(dir.empty() ? "." : dir, true);
 }
