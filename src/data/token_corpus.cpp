@@ -94,7 +94,9 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
     train_key = val_key = "data.path " + d.path + ", tokenized:";
   }
   if (!d.dir.empty()) {
-    if (!fs::is_directory(d.dir)) throw ConfigError("data.dir " + d.dir + ": not a directory (expected one holding train.bin and val.bin)");
+    if (!fs::is_directory(d.dir))
+      throw ConfigError("data.dir " + d.dir + ": " + (fs::exists(d.dir) ? "not a directory" : "no such directory") +
+                        " (expected one holding train.bin and val.bin)");
     d.train_path = d.dir + "/train.bin";
     d.val_path = d.dir + "/val.bin";
     if (d.kind == "tokens") train_key = val_key = "data.dir";

@@ -155,7 +155,7 @@ json attention_stats(GPT& model, const Corpus& corpus, const Config& c, const At
   }
   return {{"encoding", c.model.pos_encoding.kind},
           {"family", model->pos->family()},
-          {"data", corpus.is_task() ? c.data.task : "text"},
+          {"data", corpus.is_task() ? c.data.task : c.data.kind},  // text or tokens
           {"length_unit", corpus.is_task() ? "items" : "tokens"},
           {"train_length", corpus.train_length()},
           {"train_tokens", corpus.tokens_at(corpus.train_length())},

@@ -131,7 +131,7 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
     results.push_back(r);
   }
   return {{"encoding", c.model.pos_encoding.kind},
-          {"data", corpus.is_task() ? c.data.task : "text"},
+          {"data", corpus.is_task() ? c.data.task : c.data.kind},  // text or tokens
           {"length_unit", corpus.is_task() ? "items" : "tokens"},
           {"train_length", corpus.train_length()},
           {"rope_scaling", scaling_json},

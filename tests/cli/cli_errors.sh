@@ -298,6 +298,8 @@ expect_fail 2 "data.vocab_size: token files need a vocabulary size" -- "$POSLAB"
 mkdir -p pkl && cp tok/train.bin tok/val.bin pkl/ && cp tok/meta_other.pkl pkl/meta.pkl
 expect_fail 2 "meta.pkl: not nanoGPT's meta.pkl: itos missing or not a dict" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=pkl --out r6
 expect_fail 2 "data.format: unknown token file format 'gguf'" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/train.bin --set data.format=gguf --out r6
+expect_fail 2 "data.dir $WORK/nodir: no such directory (expected one holding train.bin and val.bin)" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=nodir --out r6
+expect_fail 2 "data.dir $WORK/fox.txt: not a directory (expected one holding" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=fox.txt --out r6
 # data.dtype against meta.json's: uint32 files read as uint16 would train on an id and a 0 in turn.
 mkdir -p tok32 && python3 -c "
 import struct, json
@@ -314,6 +316,8 @@ check "eval --lengths 20,40 runs on a validation file too short for the run's ow
 check "data shows training windows of a config whose eval.lengths its validation file cannot hold" \
   bash -c "'$POSLAB' data -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[200] --n 1 > /dev/null 2>&1"
 expect_fail 2 "tokv/val.bin: 100 tokens is too short: the longest evaluation" -- "$POSLAB" eval --run tokrun --lengths 20,200
+check "a token-file run's eval.json says its data are tokens, not text" /usr/bin/python3 -c '
+import json; assert json.load(open("tokrun/eval-short.json"))["data"] == "tokens"' 
 # A FIFO named as a token file is refused at once (opening it waited for a writer forever).
 mkfifo tok/fifo.bin
 expect_fail 2 "fifo.bin: not a regular file (a pipe or device?)" -- timeout 60 "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/fifo.bin --out r6
