@@ -35,9 +35,16 @@ InitSource read_init_source(const std::string& dir, Config& c) {
 
 void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tokenizer) {
   const std::string flag = "--init-from " + s.dir + ": ";
-  if (tokenizer.to_json() != s.tokenizer.to_json())
+  const nlohmann::json there = s.tokenizer.to_json(), here = tokenizer.to_json();
+  if (there != here) {
+    // The first place they differ (same sizes, another character at an id, say), as the vocabulary file has it.
+    const nlohmann::json::json_pointer at(nlohmann::json::diff(there, here)[0]["path"].get<std::string>());
+    const auto value = [&](const nlohmann::json& j) { return j.contains(at) ? j.at(at).dump() : std::string("nothing"); };
     throw ConfigError(flag + "its vocabulary (" + std::to_string(s.tokenizer.size()) + " symbols) differs from this config's data (" +
-                      std::to_string(tokenizer.size()) + " symbols); token ids would mean other characters");
+                      std::to_string(tokenizer.size()) + " symbols; first at " +
+                      (there.is_array() && at.to_string().find('/', 1) == std::string::npos ? "id " + at.back() : at.to_string()) + ": " + value(there) +
+                      " there, " + value(here) + " here); token ids would mean other characters");
+  }
   // A bounded table (learned positions) holds one trained row per position: there is nothing to
   // fill new rows with, and interpolating rows is not what the encoding learned.
   auto source_pos = make_positional({s.config.model.pos_encoding, s.config.model.n_embd, s.config.model.n_head,

@@ -188,6 +188,11 @@ expect_fail 2 "a learned position table cannot grow from 40 to 80 rows" -- "$POS
 expect_fail 2 "a learned position table of 40 rows cannot be cut to 20 (keep model.block_size at 40" -- "$POSLAB" train -c ok.json --set model.block_size=20 --init-from run --out r4
 for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog"; done > fox.txt
 expect_fail 2 "differs from this config's data" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --init-from run --out r4
+# Vocabularies of one size that differ in a character: the message says where (the sizes alone read as equal).
+sed 's/lazy/la!y/' fox.txt > fox2.txt
+"$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set eval.lengths=[8] --out foxrun > /dev/null 2>&1
+expect_fail 2 "its vocabulary (28 symbols) differs from this config's data (28 symbols; first at id 2: \"a\" there, \"!\" here)" -- \
+  "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox2.txt --init-from foxrun --out r4
 expect_fail 2 "$PE.rope_scaling.kind: 'linear' applies to rotary encodings" -- "$POSLAB" train -c ok.json --set $PE.rope_scaling.kind=linear --out r4
 expect_fail 2 "$PE.rope_scaling.factor must be >= 1" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rope_scaling.factor=0.5 --out r4
 check "no run directory left behind by a refused --init-from" test ! -e r4
