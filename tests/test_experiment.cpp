@@ -100,6 +100,9 @@ TEST(Grid, BadExperimentFilesAreRefused) {
   TempDir dir;
   EXPECT_THROW(load_experiment(write_experiment(dir, R"({"model.nope": [1]})")), ConfigError);
   EXPECT_THROW(load_experiment(write_experiment(dir, R"({"seed": []})")), ConfigError);
+  EXPECT_NE(load_error(dir.file("s.json", R"({"base": "base.json", "grid": {"model.n_layer": [1]}, "seeds": [1, 4294967296]})"))
+                .find(": seeds must be a non-empty list of integers from 0 to 2147483647"),
+            std::string::npos);
   EXPECT_THROW(load_experiment(dir.file("x.json", R"({"base": "base.json", "grid": {"seed": [1]}, "extra": 1})")), ConfigError);
   // The name is the default output folder, runs/NAME: a path there would write outside runs/ or into it.
   for (const char* name : {"", ".", "..", "../../escaped", "/tmp/abs", "a/b"}) {

@@ -1,6 +1,7 @@
 // Experiment files and grid expansion: the cartesian product of the grid's value lists, in file order.
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 
 #include "config/config.h"
 #include "data/corpus.h"
@@ -90,8 +91,10 @@ Experiment load_experiment(const std::string& path) {
   if (file.contains("seeds")) {  // "seeds": [1, 2, 3] is the grid key "seed", varied fastest
     const auto& seeds = file["seeds"];
     bool ok = seeds.is_array() && !seeds.empty();
-    for (const auto& s : seeds) ok = ok && s.is_number_integer() && s.get<int64_t>() >= 0;
-    if (!ok) throw ConfigError(where + ": seeds must be a non-empty list of non-negative integers");
+    // A seed is a config's int: a larger one was refused later, under the name grid.seed.
+    for (const auto& s : seeds)
+      ok = ok && s.is_number_integer() && s.get<int64_t>() >= 0 && s.get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!ok) throw ConfigError(where + ": seeds must be a non-empty list of integers from 0 to 2147483647");
     if (e.grid.contains("seed")) throw ConfigError(where + ": give seeds either as \"seeds\" or as grid.seed, not both");
     e.grid["seed"] = seeds;
   }

@@ -76,8 +76,14 @@ void check_training_fits(const Config& c) {
   msg << "model too large for this machine: training needs ~" << format_bytes(e.total()) << " (" << e.params / 1000000
       << "M parameters: " << format_bytes(e.weights_bytes) << " for weights, gradients and AdamW; "
       << format_bytes(e.activations_bytes) << " of activations at batch " << c.train.batch_size << " x "
-      << c.model.block_size << " tokens), " << format_bytes(available)
-      << " available; reduce model.n_embd, model.n_layer, train.batch_size or model.block_size";
+      << c.model.block_size << " tokens), " << format_bytes(available) << " available; reduce ";
+  // Where the token embedding is most of the model, the vocabulary is what to look at (a data.vocab_size typo).
+  const int64_t embedding = c.model.vocab_size * static_cast<int64_t>(c.model.n_embd);
+  if (embedding * 2 > e.params)
+    msg << "the vocabulary (" << c.model.vocab_size << " tokens" << (c.data.vocab_size > 0 ? ", data.vocab_size" : "")
+        << "), model.n_embd, train.batch_size or model.block_size";
+  else
+    msg << "model.n_embd, model.n_layer, train.batch_size or model.block_size";
   throw ConfigError(msg.str());
 }
 

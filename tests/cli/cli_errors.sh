@@ -305,6 +305,8 @@ expect_fail 2 "meta.pkl: not nanoGPT's meta.pkl: itos missing or not a dict" -- 
 expect_fail 2 "data.format: unknown token file format 'gguf'" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/train.bin --set data.format=gguf --out r6
 expect_fail 2 "data.dir $WORK/nodir: no such directory (expected one holding train.bin and val.bin)" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=nodir --out r6
 expect_fail 2 "data.dir $WORK/fox.txt: not a directory (expected one holding" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=fox.txt --out r6
+# A vocabulary that makes the model too large (a data.vocab_size typo) is named as what to reduce.
+expect_fail 2 "reduce the vocabulary (2147483647 tokens, data.vocab_size)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/train.bin --set data.vocab_size=2147483647 --out r6
 # data.dtype against meta.json's: uint32 files read as uint16 would train on an id and a 0 in turn.
 mkdir -p tok32 && python3 -c "
 import struct, json
