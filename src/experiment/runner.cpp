@@ -586,7 +586,7 @@ static json finish(const Experiment& e, const CompareOptions& o, const std::map<
   }
   if (!o.plot_script.empty()) {
     const int rc = run_python_script(o.plot_script, {o.out});
-    if (rc != 0 && (stop_requested() || rc == 130 || rc == 128 + SIGINT || rc == 128 + SIGTERM)) {
+    if (rc != 0 && (stop_requested() || rc == 128 + SIGINT || rc == 128 + SIGTERM)) {  // 130: the script's own Ctrl-C exit too
       // Stopped while drawing: the pictures it had drawn go too, so that no report stands half made.
       remove_stale_files(report_files);
       if (!stop_requested()) request_stop();  // compare then exits 130, as for any stop
