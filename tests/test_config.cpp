@@ -117,6 +117,32 @@ TEST(ConfigErrors, DataFilesWithoutAKindAreRefused) {
   expect_error([&] { load_config(chosen, {"data.path=x.txt"}); }, {"--set data.path: data.path is read by data.kind text"});
   // The file's own data.path beside a kind switched on the command line is the grid's case: allowed.
   EXPECT_EQ(load_config(textcfg, {"data.kind=task"}).data.kind, "task");
+  // Not only the file keys: every data key one kind reads, given on the command line to another.
+  expect_error([&] { load_config(textcfg, {"data.max_len=40"}); },
+               {"--set data.max_len: data.max_len is read by data.kind task, but data.kind is text", "add --set data.kind=task"});
+  expect_error([&] { load_config(textcfg, {"data.vocab_size=50304"}); }, {"--set data.vocab_size", "data.kind tokens"});
+  expect_error([&] { load_config(textcfg, {"data.mqar.gaps=uniform"}); }, {"--set data.mqar.gaps", "data.kind task"});
+  expect_error([&] { load_config(textcfg, {R"(data.mqar={"space": 2})"}); }, {"--set data.mqar", "data.kind task"});
+  auto tokcfg = dir.file("tok.json", R"({"data": {"kind": "tokens", "dir": "corpus"}})");
+  expect_error([&] { load_config(tokcfg, {"data.val_fraction=0.2"}); },
+               {"--set data.val_fraction: data.val_fraction is read by data.kind text, but data.kind is tokens"});
+  EXPECT_EQ(load_config(textcfg, {"data.val_fraction=0.2"}).data.val_fraction, 0.2);  // its own kind: read
+  EXPECT_EQ(load_config(tokcfg, {"data.format=llmc", "data.dtype=uint16"}).data.format, "llmc");
+  EXPECT_EQ(load_config(textcfg, {"data.dir="}).data.kind, "text");  // an empty file key clears it
+  EXPECT_EQ(load_config(textcfg, {"data.kind=task", "data.max_len=12"}).data.max_len, 12);
+}
+
+// A --set whose value is a number past a double's range, or whose key path has an empty part, says so
+// (they were "must be a number, got \"1e999\"" and "unknown key 'model.'").
+TEST(ConfigErrors, SetValuesPastRangeAndEmptyKeyParts) {
+  TempDir dir;
+  auto path = dir.file("c.json", R"({"seed": 3})");
+  expect_error([&] { load_config(path, {"train.learning_rate=1e999"}); },
+               {"--set train.learning_rate: 1e999 is past the range of a number"});
+  expect_error([&] { load_config(path, {"train.learning_rate=-1e999"}); }, {"past the range of a number"});
+  for (const std::string bad : {"model..n_layer=2", ".seed=2", "model.=2"})
+    expect_error([&] { load_config(path, {bad}); }, {(std::string("--set ") + bad + ": the key path").c_str(), "has an empty part"});
+  EXPECT_EQ(load_config(path, {"train.learning_rate=1e300"}).train.learning_rate, 1e300);  // in range: read
 }
 
 TEST(ConfigErrors, WrongType) {

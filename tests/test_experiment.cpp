@@ -168,6 +168,34 @@ TEST(Aggregate, MeansAndStdsEqualTheCellsOwnNumbers) {
   EXPECT_NE(csv.find("\"rope\",\"rope\",\"\",16,33,2,\"ok\",0.3"), std::string::npos) << csv;
 }
 
+// Cells that failed in this compare (the failures map) are failed cells, whatever their summary says, and a
+// group whose every cell failed has "failed" rows at every length, not "missing"; a variant fails by its own
+// name or by its cell's.
+TEST(Aggregate, FailuresOfThisCompareMarkCellsAndTheirGroupsRows) {
+  TempDir dir;
+  auto e = load_experiment(write_experiment(dir, R"({"model.pos_encoding.kind": ["rope", "learned"], "seed": [1, 2]})"));
+  const std::string out = dir.sub("out");
+  fake_cell(out + "/cells/kind=rope_seed=1", 0.2, 0.9, false);
+  fake_cell(out + "/cells/kind=rope_seed=2", 0.4, 0.7, false);
+  const std::map<std::string, std::string> failures = {{"kind=learned_seed=1", "validation loss is nan at step 0"},
+                                                       {"kind=learned_seed=2", "out of memory"},
+                                                       {"kind=rope_seed=2", "killed"}};
+  json r = aggregate_results(e, out, failures);
+  std::map<std::string, json> cells;
+  for (const auto& c : r["cells"]) cells[c["name"]] = c;
+  EXPECT_EQ(cells["kind=rope_seed=1"]["status"], "done");
+  EXPECT_EQ(cells["kind=rope_seed=2"]["status"], "failed");  // its summary says done: this compare's failure wins
+  EXPECT_EQ(cells["kind=rope_seed=2"]["error"], "killed");
+  EXPECT_EQ(cells["kind=learned_seed=2"]["error"], "out of memory");
+  int failed_rows = 0, rope_rows = 0;
+  for (const auto& row : r["rows"]) {
+    if (row["group"] == "learned") failed_rows += row["status"] == "failed";
+    if (row["group"] == "rope") rope_rows += row["status"] == "ok" && row["n"] == 1;
+  }
+  EXPECT_EQ(failed_rows, 2) << r["rows"].dump();  // 16 and 32
+  EXPECT_EQ(rope_rows, 2) << r["rows"].dump();    // one seed left
+}
+
 // A scenario's keys are named by results.json itself: the report cannot find them by splitting the
 // scenario text, whose values may hold ", " (a file name).
 TEST(Aggregate, ScenarioKeysAreNamedNotParsed) {

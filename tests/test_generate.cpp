@@ -120,3 +120,21 @@ TEST(KVCache, RandomizedEvaluationPositionsAndDynamicNtkAreNotCacheable) {
   EXPECT_LT(compare_generation(model, 30, &stats), 1e-4);  // linear scaling, past block_size
   EXPECT_EQ(stats.cached_steps, 30);
 }
+
+// A small temperature is legal and means "nearly greedy": the logits divided by it left float's range (inf,
+// then nan from softmax, and multinomial threw). Drawn from the largest logit down, the draw is the argmax.
+TEST(Sampling, TinyTemperaturesPickTheGreedyTokens) {
+  auto model = random_model("rope");
+  GenerateOptions greedy{/*tokens=*/12, /*temperature=*/0.0, /*top_k=*/0, /*use_cache=*/true};
+  const auto want = generate(model, prompt(), greedy);
+  for (const double t : {1e-37, 1e-39, 1e-45, 1e-300, 4.9e-324}) {
+    torch::manual_seed(5);
+    GenerateOptions o{12, t, /*top_k=*/0, true};
+    EXPECT_EQ(generate(model, prompt(), o), want) << "temperature " << t;
+    o.top_k = 3;
+    EXPECT_EQ(generate(model, prompt(), o), want) << "temperature " << t << ", top_k 3";
+  }
+  // top_k 1 at an ordinary temperature is greedy too (the one kept token).
+  GenerateOptions one{12, 1.0, /*top_k=*/1, true};
+  EXPECT_EQ(generate(model, prompt(), one), want);
+}

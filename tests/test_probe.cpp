@@ -331,3 +331,36 @@ TEST(ProbeOptions, NumbersThatAreNotIntsAreRefusedWithTheirKey) {
   EXPECT_EQ(o.lengths, (std::vector<int>{64, 2147483647}));
   EXPECT_EQ(o.seed, -2147483647 - 1);
 }
+
+// The mqar probe's options: an unknown key is answered with mqar's own keys (not the passkey's), a passkey
+// option given to it is refused by name, and what an experiment saves of it reads back as the same options.
+TEST(ProbeOptions, MqarOffersItsOwnKeysAndRoundTrips) {
+  auto message = [](const std::string& task, const nlohmann::json& j) {
+    try {
+      probe_options_from_json(task, j, "probes." + task);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string unknown = message("mqar", {{"trails", 5}});
+  EXPECT_NE(unknown.find("probes.mqar.trails: unknown key (allowed: lengths, trials, threshold, seed)"), std::string::npos) << unknown;
+  EXPECT_EQ(unknown.find("depths"), std::string::npos) << unknown;
+  EXPECT_NE(message("passkey", {{"trails", 5}}).find("depths"), std::string::npos);
+  for (const auto& [key, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+           {"depths", {0.5}}, {"haystack", "text"}, {"digits", 3}, {"template", "compact"}, {"controls", false}})
+    EXPECT_NE(message("mqar", {{key, value}}).find("probes.mqar." + key + " applies to the passkey probe only"), std::string::npos)
+        << key << ": " << message("mqar", {{key, value}});
+  const auto mqar = probe_options_from_json("mqar", {{"lengths", {16, 32}}, {"trials", 7}, {"threshold", 0.5}, {"seed", 4}}, "p");
+  const auto saved = probe_options_to_json(mqar);
+  EXPECT_FALSE(saved.contains("haystack") || saved.contains("controls") || saved.contains("depths")) << saved.dump();
+  const auto back = probe_options_from_json("mqar", saved, "p");
+  EXPECT_EQ(back.lengths, mqar.lengths);
+  EXPECT_EQ(back.trials, 7);
+  EXPECT_EQ(back.threshold, 0.5);
+  EXPECT_EQ(back.seed, 4);
+  // What an earlier version saved (haystack and controls at their defaults) still reads.
+  EXPECT_EQ(message("mqar", {{"trials", 3}, {"haystack", "noise"}, {"controls", true}}), "accepted");
+  const auto passkey = probe_options_to_json(probe_options_from_json("passkey", {{"controls", false}}, "p"));
+  EXPECT_EQ(passkey["controls"], false);
+}

@@ -62,6 +62,21 @@ TEST(Registry, ANameIsTakenOnce) {
   }
   spec.kind = "";
   EXPECT_THROW(register_encoding(spec), ConfigError) << "a spec needs a name";
+  // A name becomes part of cell and file names; a family decides how the model calls the kind.
+  for (const std::string bad : {"kind c", "Rope2", "2d", "a/b", "a-b", "_x"}) {
+    spec.kind = bad;
+    EXPECT_NE(registration_problem(spec).find("'" + bad + "': a kind name is lowercase letters, digits and '_'"), std::string::npos)
+        << registration_problem(spec);
+    EXPECT_THROW(register_encoding(spec), ConfigError) << bad;
+    EXPECT_EQ(find_encoding(bad), nullptr) << bad;
+  }
+  spec.kind = "fine_name2";
+  spec.family = "weird";
+  EXPECT_NE(registration_problem(spec).find("family 'weird' is not one of additive, rotary, bias, context, none"), std::string::npos);
+  EXPECT_THROW(register_encoding(spec), ConfigError);
+  EXPECT_EQ(find_encoding("fine_name2"), nullptr);
+  // Every built-in passes the same checks.
+  for (const auto& kind : encoding_kinds()) EXPECT_EQ(registration_problem(*find_encoding(kind)), "") << kind;
 }
 
 // A kind with an option of its own, registered as an in-tree file would: config validation reads and
@@ -257,6 +272,47 @@ TEST(Plugin, ItsOptionsAreReadWhateverTheOrderOfTheKeys) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(at + "gauss_sigma: unknown key (allowed here: base, "), std::string::npos) << e.what();
   }
+}
+
+// A built-in kind beside a plug-in (an experiment's set naming it for every cell): the plug-in's options are
+// checked against it, but the run records neither it nor them, so a moved or rebuilt plug-in leaves the run
+// readable; a config recorded before (its hash given) reads without the file.
+TEST(Plugin, ABuiltInKindBesideAPluginNeitherRecordsNorNeedsIt) {
+  using nlohmann::json;
+  const std::string so = test_plugin("gaussian_bias");
+  const json cell = {{"model", {{"block_size", 16}, {"pos_encoding", {{"kind", "alibi"}, {"plugin", so}, {"gauss_sigma", 4.0}}}}},
+                     {"data", {{"max_len", 4}}}};
+  const Config c = config_from_json(cell);
+  EXPECT_EQ(c.model.pos_encoding.kind, "alibi");
+  EXPECT_TRUE(c.model.pos_encoding.plugin.empty());
+  EXPECT_TRUE(c.model.pos_encoding.plugin_sha256.empty());
+  EXPECT_FALSE(c.model.pos_encoding.options.contains("gauss_sigma")) << c.model.pos_encoding.options.dump();
+  const json saved = config_to_json(c);
+  EXPECT_EQ(saved["model"]["pos_encoding"]["plugin"], "");
+  EXPECT_FALSE(saved["model"]["pos_encoding"].contains("gauss_sigma")) << saved.dump();
+  // A typo still fails where the plug-in is named, naming the key.
+  json typo = cell;
+  typo["model"]["pos_encoding"]["gauss_sigmaa"] = 1.0;
+  try {
+    config_from_json(typo);
+    ADD_FAILURE() << "gauss_sigmaa was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("gauss_sigmaa: unknown key (neither alibi nor plug-in " + so), std::string::npos) << e.what();
+  }
+  // What an earlier version recorded for such a run: the plug-in, its hash and its option, the file now gone.
+  json recorded = cell;
+  recorded["model"]["pos_encoding"]["plugin"] = "/nonexistent/libgaussian_bias.so";
+  recorded["model"]["pos_encoding"]["plugin_sha256"] = std::string(64, 'a');
+  const Config old = config_from_json(recorded);
+  EXPECT_EQ(old.model.pos_encoding.kind, "alibi");
+  EXPECT_TRUE(old.model.pos_encoding.plugin.empty());
+  // The plug-in's own kind still records it and its hash.
+  json own = cell;
+  own["model"]["pos_encoding"]["kind"] = "gaussian_bias";
+  const Config g = config_from_json(own);
+  EXPECT_EQ(g.model.pos_encoding.plugin, so);
+  EXPECT_EQ(g.model.pos_encoding.plugin_sha256.size(), 64u);
+  EXPECT_EQ(g.model.pos_encoding.options.at("gauss_sigma"), 4.0);
 }
 
 TEST(Sha256, FipsTestVectors) {

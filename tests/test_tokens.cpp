@@ -197,6 +197,15 @@ TEST(TokenFileLayout, RefusesEveryBadShapeNamingTheFile) {
   auto l = token_file_layout(llmc_header(kLlmcMagicU32, 10).data(), 1024, 1024 + 40, "auto", "auto", "f.bin");
   EXPECT_EQ(l.token_bytes, 4);
   EXPECT_EQ(l.count, 10);
+  // The magic in a file shorter than the header: a truncated shard, named as one (not read raw), unless
+  // data.format says the file is a raw array.
+  const auto short_shard = llmc_header(kLlmcMagicU16, 2);
+  EXPECT_NE(layout_error({short_shard.begin(), short_shard.begin() + 8}, 8, "auto", "auto")
+                .find("f.bin: 8 bytes start with llm.c's magic 20240520 but are shorter than its 1024-byte header"),
+            std::string::npos);
+  l = token_file_layout(short_shard.data(), 8, 8, "nanogpt", "auto", "f.bin");
+  EXPECT_EQ(l.format, "nanogpt");
+  EXPECT_EQ(l.count, 4);
   // Without the magic, auto reads a raw array.
   l = token_file_layout(raw.data(), raw.size(), 16, "auto", "auto", "f.bin");
   EXPECT_EQ(l.format, "nanogpt");
@@ -266,6 +275,11 @@ TEST(MetaPkl, RefusesOtherShapesInOneLine) {
       {"{'vocab_size': 2, 'itos': {0: 'a', 1: 2}}", "itos must map integers to strings"},
       {"{'vocab_size': 2.5, 'itos': {}}", "pickle opcode"},
       {"{'vocab_size': 2, 'itos': {0: 'a', 1: '\\ud800'}}", "itos[1] is not UTF-8 text (byte 0)"},  // a lone surrogate
+      {"{'vocab_size': 3, 'itos': {0: 'a', 1: 'b', 2: 'a'}}", "itos[0] and itos[2] are the same string \"a\""},
+      {"{'vocab_size': 2, 'itos': {0: 'a', 1: ''}}", "itos[1] is the empty string"},
+      {"{'vocab_size': 2**40, 'itos': {0: 'a'}}", "vocab_size 1099511627776 is not in 1..65536"},  // LONG1
+      {"{'vocab_size': -2**40, 'itos': {0: 'a'}}", "vocab_size -1099511627776 is not in 1..65536"},
+      {"{'vocab_size': 2**80, 'itos': {0: 'a'}}", "an integer of 11 bytes"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string out = dir.sub("bad" + std::to_string(i) + ".pkl");
@@ -281,6 +295,21 @@ TEST(MetaPkl, RefusesOtherShapesInOneLine) {
       EXPECT_NE(what.find(out + ": not nanoGPT's meta.pkl"), std::string::npos) << what;
       EXPECT_NE(what.find(cases[i].second), std::string::npos) << what;
       EXPECT_EQ(what.find('\n'), std::string::npos);
+    }
+  }
+  // A small vocab_size written by LONG1 (Python 2's long, or a hand-made pickle) reads as itself.
+  const std::string long1 = dir.sub("long1.pkl");
+  if (python(dir, "import pickle, pickletools\n"
+                  "b = pickle.dumps({'vocab_size': 2**33, 'itos': {}}, protocol=2)\n"
+                  "assert b'\\x8a' in b\n"
+                  "open('" + long1 + "', 'wb').write(b.replace(b'\\x8a\\x05\\x00\\x00\\x00\\x00\\x02', b'\\x8a\\x05\\x02\\x00\\x00\\x00\\x00'))\n")) {
+    std::ifstream in(long1, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      parse_meta_pkl(bytes, long1);
+      ADD_FAILURE() << "an empty itos for vocab_size 2 was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("itos has 0 entries for vocab_size 2"), std::string::npos) << e.what();
     }
   }
   // Protocol 1 and truncation.

@@ -288,6 +288,33 @@ TEST(Divergence, CheckpointBetweenEvaluationsKeepsTheLastGoodOne) {
   EXPECT_TRUE(loss.is_number() && std::isfinite(loss.get<double>())) << loss << " at step " << e["step"];
 }
 
+// A run whose first validation is already nan (an index encoding scaled past float's range) never wrote a
+// checkpoint: its error must not point at one; a later divergence names the one that is kept.
+TEST(Divergence, TheErrorNamesACheckpointOnlyWhereOneWasWritten) {
+  TempDir dir;
+  Config c = tiny_copy("index");
+  c.model.pos_encoding.scale = 1e38;
+  try {
+    train_new(c, dir.sub("first"));
+    ADD_FAILURE() << "a nan first validation passed";
+  } catch (const DivergenceError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("validation loss is nan at step 0; no checkpoint was written before it"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(std::filesystem::exists(RunPaths{dir.sub("first")}.checkpoint()));
+  Config later = tiny_copy("learned");
+  later.train.learning_rate = 1e6;
+  later.train.warmup_iters = 0;
+  try {
+    train_new(later, dir.sub("later"));
+    ADD_FAILURE() << "learning rate 1e6 did not diverge";
+  } catch (const DivergenceError& e) {
+    EXPECT_NE(std::string(e.what()).find("; the last good checkpoint is kept in " + RunPaths{dir.sub("later")}.checkpoint()),
+              std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::exists(RunPaths{dir.sub("later")}.checkpoint()));
+}
+
 // A stop (signal or --stop-at) between evaluations writes weights that no loss has seen: when the update
 // just before it diverged, the stop must say so and keep the last good checkpoint, not pass them on to
 // a resume as checked.

@@ -100,7 +100,10 @@ static void train_command(const TrainOptions& o, const Launch& launch) {
   // 130 on every rank when a signal stopped the run, whichever rank it reached; --stop-at is no failure.
   if (result.status == "interrupted") std::exit(result.signalled || stop_requested() ? 130 : 0);
   if (launch.rank != 0) return;  // the evaluation and its eval.json belong to rank 0 too
-  if (result.status == "done" && !result.config.eval.lengths.empty()) {
+  // A finished run resumed: its eval.json, if written, stays (poslab eval may have written it at other lengths).
+  if (result.was_finished && file_exists(RunPaths{dir}.eval())) {
+    spdlog::info("{} is kept (poslab eval --run {} evaluates again)", RunPaths{dir}.eval(), dir);
+  } else if (result.status == "done" && !result.config.eval.lengths.empty()) {
     // The run is trained and checkpointed: a stop during its evaluation (which may take minutes) ends it at
     // once, and eval.json, written whole or not at all, is left to `poslab eval` (or a resume, as compare does).
     const std::string stopped = "stopped before the evaluation at eval.lengths finished; the run is trained (" + dir +

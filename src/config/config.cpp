@@ -276,6 +276,8 @@ void apply_overrides(json& config, const std::vector<std::string>& overrides, co
     json value;
     try {
       value = json::parse(text);
+    } catch (const json::out_of_range&) {  // 1e999: a number, past a double's range (not the string "1e999")
+      throw ConfigError("--set " + path + ": " + text + " is past the range of a number (about 1.8e308)");
     } catch (const json::exception&) {
       value = text;  // bare words are strings: kind=rope
     }
@@ -284,6 +286,8 @@ void apply_overrides(json& config, const std::vector<std::string>& overrides, co
     std::stringstream parts(path);
     std::vector<std::string> keys;
     for (std::string k; std::getline(parts, k, '.');) keys.push_back(k);
+    if (path.front() == '.' || path.back() == '.' || std::find(keys.begin(), keys.end(), "") != keys.end())
+      throw ConfigError("--set " + item + ": the key path '" + path + "' has an empty part (expected key.path=value)");
     for (auto k = keys.rbegin(); k != keys.rend(); ++k) patch = json{{*k, patch}};
     resolve_paths(patch, relative_to);
     merge_config(config, patch, "--set " + path);
@@ -356,6 +360,26 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
   json given = json::object();
   for (auto it = section.begin(); it != section.end(); ++it)
     if (!builtin.contains(it.key())) given[it.key()] = it.value();
+  // A built-in kind beside a plug-in (an experiment's "set" names the plug-in for every cell of a grid that
+  // holds built-in kinds too): the run neither records the plug-in nor depends on it, so rebuilding or moving
+  // it leaves such runs readable. A config being set up still loads it, to check the options given against
+  // its declarations; a recorded one (its hash given) drops the plug-in and its options unread.
+  const auto* kind_spec = find_encoding(pe.kind);
+  if (!pe.plugin.empty() && kind_spec != nullptr && kind_spec->plugin.empty()) {
+    const json builtin_options = declared_encoding_options("");
+    if (pe.plugin_sha256.empty()) {
+      const LoadedPlugin& plugin = load_plugin(absolute_path(pe.plugin), at + "plugin");
+      const json declared = declared_encoding_options(plugin.path);
+      for (auto it = given.begin(); it != given.end(); ++it)
+        if (!declared.contains(it.key()))
+          throw OptionKeyError(at + it.key(), at + it.key() + ": unknown key (neither " + pe.kind + " nor plug-in " +
+                                                  plugin.path + " declares it)");
+    }
+    for (auto it = section.begin(); it != section.end(); ++it)
+      if (!builtin.contains(it.key()) && !builtin_options.contains(it.key())) given.erase(it.key());
+    pe.plugin.clear();
+    pe.plugin_sha256.clear();
+  }
   if (pe.plugin.empty()) {
     if (!pe.plugin_sha256.empty())
       throw ConfigError(at + "plugin_sha256 is set but " + at + "plugin is empty (the hash belongs to a plug-in)");
@@ -691,32 +715,70 @@ std::string origin_of(const std::string& key, const std::string& path, const std
   }
 }
 
+// Each data key a single kind reads, and that kind.
+static const std::map<std::string, std::string>& data_key_kinds() {
+  static const std::map<std::string, std::string> kinds = {
+      {"data.dir", "tokens"},         {"data.train_path", "tokens"}, {"data.val_path", "tokens"},
+      {"data.format", "tokens"},      {"data.dtype", "tokens"},      {"data.vocab_size", "tokens"},
+      {"data.path", "text"},          {"data.val_fraction", "text"}, {"data.task", "task"},
+      {"data.min_len", "task"},       {"data.max_len", "task"},      {"data.symbols", "task"},
+      {"data.mqar.queries", "task"},  {"data.mqar.gaps", "task"},    {"data.mqar.power_a", "task"},
+      {"data.mqar.space", "task"}};
+  return kinds;
+}
+
+std::string data_key_kind(const std::string& key) {
+  const auto& kinds = data_key_kinds();
+  const auto it = kinds.find(key);
+  return it == kinds.end() ? "" : it->second;
+}
+
+const std::vector<std::string>& data_file_keys() {
+  static const std::vector<std::string> keys = {"data.dir", "data.train_path", "data.val_path", "data.path"};
+  return keys;
+}
+
+std::string data_file_without_kind(const std::string& key, const std::string& unset_where) {
+  return key + " names data, but data.kind is not set" + (unset_where.empty() ? "" : " (" + unset_where + ")") +
+         " and its default, task, reads no file: set data.kind to " + data_key_kind(key);
+}
+
+// The value of a dotted data key ("data.mqar.gaps") in a merged config; null where absent.
+static json data_value(const json& j, const std::string& key) {
+  const json* node = &j;
+  for (size_t start = 0; start <= key.size();) {
+    const size_t dot = std::min(key.find('.', start), key.size());
+    const std::string part = key.substr(start, dot - start);
+    if (!node->is_object() || !node->contains(part)) return json();
+    node = &(*node)[part];
+    start = dot + 1;
+  }
+  return *node;
+}
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = load_config_json(path);
   apply_overrides(j, overrides);
   // data.kind defaults to a synthetic task, which reads no file: a config naming data files without a kind
   // (the line forgotten) would train on the task and never say so, or fail on the task's own checks. A kind
   // given, even task, is a choice (a grid's base may name files that its task cells ignore).
-  if (origin_of("data.kind", path, overrides).empty() && j.contains("data") && j["data"].is_object())
-    for (const char* key : {"data.dir", "data.train_path", "data.val_path", "data.path"}) {
-      const json& value = j["data"].value(std::string(key).substr(5), json());
+  if (origin_of("data.kind", path, overrides).empty())
+    for (const std::string& key : data_file_keys()) {
+      const json value = data_value(j, key);
       if (!value.is_string() || value.get<std::string>().empty()) continue;
       if (const std::string origin = origin_of(key, path, overrides); !origin.empty())
-        throw ConfigError(origin + ": " + key + " names data, but data.kind is not set and its default, task, reads no " +
-                          "file: set data.kind to " + (std::string(key) == "data.path" ? "text" : "tokens"));
+        throw ConfigError(origin + ": " + data_file_without_kind(key));
     }
-  // A data file named on the command line for a kind that reads another (--set data.dir=X on a text config):
-  // it would train on the config's own data without a word. In files a base may name files its kinds ignore.
-  if (j.contains("data") && j["data"].is_object()) {
-    const std::string kind = j["data"].value("kind", std::string("task"));
-    for (const char* key : {"data.dir", "data.train_path", "data.val_path", "data.path"}) {
-      const std::string wants = std::string(key) == "data.path" ? "text" : "tokens";
-      const json& value = j["data"].value(std::string(key).substr(5), json());
-      if (kind == wants || !value.is_string() || value.get<std::string>().empty()) continue;
-      if (const std::string origin = origin_of(key, path, overrides); origin.rfind("--set", 0) == 0)
-        throw ConfigError(origin + ": " + key + " is read by data.kind " + wants + ", but data.kind is " + kind +
-                          ": add --set data.kind=" + wants);
-    }
+  // A data key given on the command line for a kind that reads another (--set data.dir=X on a text config,
+  // --set data.max_len=40 on one): the run would train on the config's own data as if it were not there. In
+  // files a base may hold keys its kinds ignore (a grid's base serves cells of several kinds).
+  const std::string kind = data_value(j, "data.kind").is_string() ? data_value(j, "data.kind").get<std::string>() : "task";
+  for (const auto& [key, wants] : data_key_kinds()) {
+    const json value = data_value(j, key);
+    if (kind == wants || value.is_null() || value == json("")) continue;  // "" clears a file key
+    if (const std::string origin = origin_of(key, path, overrides); origin.rfind("--set", 0) == 0)
+      throw ConfigError(origin + ": " + key + " is read by data.kind " + wants + ", but data.kind is " + kind +
+                        ": add --set data.kind=" + wants);
   }
   try {
     return config_from_json(j);

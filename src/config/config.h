@@ -197,6 +197,14 @@ nlohmann::json load_config_json(const std::string& path);
 // Where `key` of the config at `path` with `overrides` came from: "--set KEY" for the last override that gave
 // it, else the nearest file of the "extends" chain that holds it; empty when only the defaults do.
 std::string origin_of(const std::string& key, const std::string& path, const std::vector<std::string>& overrides);
+// The data kind that reads a data key ("data.dir": "tokens", "data.min_len": "task", ...); the other kinds
+// ignore it. Empty for data.kind itself and the keys checked elsewhere (data.tokenizer, data.probes).
+std::string data_key_kind(const std::string& key);
+// The keys that name data files (data.dir, data.train_path, data.val_path, data.path), in that order.
+const std::vector<std::string>& data_file_keys();
+// The error for a data file named where data.kind was never set (`unset_where` says where it was looked
+// for): the default kind, task, reads no file, so the run would train on the task without a word.
+std::string data_file_without_kind(const std::string& key, const std::string& unset_where = "");
 // Applies "a.b.c=value" overrides in order; the value is parsed as JSON, else taken as a string. A file's
 // path (resolve_paths) is taken relative to `relative_to` (a file: its directory; empty: the working directory).
 void apply_overrides(nlohmann::json& config, const std::vector<std::string>& overrides,

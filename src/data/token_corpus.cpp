@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include <spdlog/spdlog.h>
+
 #include "data/sentencepiece.h"
 #include "util/files.h"
 
@@ -110,6 +112,11 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   const std::string raw_dtype = meta.dtype != "auto" ? meta.dtype : vocab > 65536 ? "uint32" : "uint16";
   TokenFile train(d.train_path, d.format, d.dtype, train_key + " " + d.train_path, raw_dtype);
   TokenFile val(d.val_path, d.format, d.dtype, val_key + " " + d.val_path, raw_dtype);
+  // Allowed (a smoke test may want it), but every validation loss would then be a training loss.
+  std::error_code same_error;
+  if (fs::equivalent(d.train_path, d.val_path, same_error))
+    spdlog::warn("{} and {} are the same file: the validation loss is measured on the training tokens", d.train_path,
+                 d.val_path);
   // data.dtype against meta.json's own dtype, for raw arrays (an llm.c header was checked against it
   // already): read as the other width, every id would be garbage (uint32 as uint16: an id and a 0).
   const bool declared = meta.dtype != "auto" && fs::path(meta.source).filename() == "meta.json";

@@ -29,7 +29,13 @@ TokenFileLayout token_file_layout(const uint8_t* head, size_t head_size, uint64_
   TokenFileLayout l;
   const int32_t magic = head_size >= 4 ? read_i32_le(head) : 0;
   const bool has_magic = magic == kLlmcMagicU16 || magic == kLlmcMagicU32;
-  if (format == "llmc" || (format == "auto" && has_magic && file_size >= static_cast<uint64_t>(kLlmcHeaderBytes))) {
+  // A file under the header's size that starts with the magic is a truncated shard far more likely than a raw
+  // array opening with those two ids: read raw, its first id would be refused with no word of the header.
+  if (format == "auto" && has_magic && file_size < static_cast<uint64_t>(kLlmcHeaderBytes))
+    throw ConfigError(source + ": " + std::to_string(file_size) + " bytes start with llm.c's magic " + std::to_string(magic) +
+                      " but are shorter than its 1024-byte header (a truncated shard? data.format nanogpt reads the "
+                      "file as a raw array of ids)");
+  if (format == "llmc" || (format == "auto" && has_magic)) {
     l.format = "llmc";
     if (file_size < static_cast<uint64_t>(kLlmcHeaderBytes) || head_size < static_cast<size_t>(kLlmcHeaderBytes))
       throw ConfigError(source + ": " + std::to_string(file_size) +

@@ -73,6 +73,15 @@ class PickleReader {
         case 'K': push(integer(u8())); break;  // BININT1
         case 'M': push(integer(le(2))); break;  // BININT2
         case 'J': push(integer(static_cast<int32_t>(le(4)))); break;  // BININT
+        case 0x8a: {  // LONG1: Python's ints past 32 bits (a vocab_size of 2**40), two's complement
+          const int n = u8();
+          if (n > 8) fail("an integer of " + std::to_string(n) + " bytes");
+          const auto* p = reinterpret_cast<const uint8_t*>(take(static_cast<uint64_t>(n)));
+          uint64_t v = n > 0 && (p[n - 1] & 0x80) ? ~uint64_t{0} : 0;  // sign-extended
+          for (int k = n - 1; k >= 0; --k) v = v << 8 | p[k];
+          push(integer(static_cast<int64_t>(v)));
+          break;
+        }
         case 0x8c: push(string(u8())); break;  // SHORT_BINUNICODE
         case 'X': push(string(le(4))); break;  // BINUNICODE
         case 0x8d: push(string(le(8))); break;  // BINUNICODE8
@@ -189,7 +198,8 @@ TokenMeta parse_meta_pkl(const std::string& bytes, const std::string& path) {
     if (k.s == "itos") itos = &v;
   }
   if (vocab == nullptr || vocab->kind != Value::Int || vocab->i <= 0 || vocab->i > 65536)
-    reader.fail("vocab_size missing or not an integer in 1..65536");
+    reader.fail(vocab == nullptr || vocab->kind != Value::Int ? "vocab_size missing or not an integer"
+                                                              : "vocab_size " + std::to_string(vocab->i) + " is not in 1..65536");
   if (itos == nullptr || itos->kind != Value::Dict) reader.fail("itos missing or not a dict");
   TokenMeta m;
   m.source = path;
@@ -209,6 +219,17 @@ TokenMeta parse_meta_pkl(const std::string& bytes, const std::string& path) {
       i += len;
     }
     m.itos[static_cast<size_t>(k.i)] = v.s;
+  }
+  // Each id a distinct, non-empty string: a prompt is encoded through the inverse map, which a repeated string
+  // makes ambiguous, and an empty one is text no prompt can contain (nanoGPT writes each character once).
+  std::map<std::string, int64_t> id_of;
+  for (int64_t id = 0; id < m.vocab_size; ++id) {
+    const std::string& text = m.itos[static_cast<size_t>(id)];
+    if (!seen[static_cast<size_t>(id)]) continue;  // a missing id: the count below names it
+    if (text.empty()) reader.fail("itos[" + std::to_string(id) + "] is the empty string (each id must be text)");
+    if (const auto [it, fresh] = id_of.emplace(text, id); !fresh)
+      reader.fail("itos[" + std::to_string(it->second) + "] and itos[" + std::to_string(id) + "] are the same string " +
+                  nlohmann::json(text).dump() + " (each id must be its own text)");
   }
   if (itos->dict->size() != static_cast<size_t>(m.vocab_size))
     reader.fail("itos has " + std::to_string(itos->dict->size()) + " entries for vocab_size " + std::to_string(m.vocab_size));

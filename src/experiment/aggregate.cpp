@@ -49,7 +49,7 @@ std::string unit_group(const Experiment& e, const Cell& c, const EvalVariant* va
   return one_group ? variant->name : c.group + ", eval=" + variant->name;
 }
 
-json aggregate_results(const Experiment& e, const std::string& out) {
+json aggregate_results(const Experiment& e, const std::string& out, const std::map<std::string, std::string>& failures) {
   json cells = json::array();
   std::vector<std::string> groups;
   std::vector<int> lengths;
@@ -90,8 +90,13 @@ json aggregate_results(const Experiment& e, const std::string& out) {
                  {"settings", c.settings}};
     if (variant && summary.is_object() && !eval.is_object() && summary.value("status", "") == "done")
       summary["status"] = "not evaluated";
-    cell["status"] = !c.error.empty() ? "failed" : summary.is_object() ? summary.value("status", "unknown") : "not run";
-    cell["error"] = !c.error.empty() ? json(c.error) : summary.is_object() && summary.contains("error") ? summary["error"] : json(nullptr);
+    // Its error: refused before training (c.error), failed in this compare (a variant's own failure, else the
+    // training's), or as its summary records it.
+    std::string error = c.error;
+    for (const std::string& key : {cell["name"].get<std::string>(), cp->name})
+      if (error.empty() && failures.count(key)) error = failures.at(key);
+    cell["status"] = !error.empty() ? "failed" : summary.is_object() ? summary.value("status", "unknown") : "not run";
+    cell["error"] = !error.empty() ? json(error) : summary.is_object() && summary.contains("error") ? summary["error"] : json(nullptr);
     for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss"})
       cell[k] = summary.is_object() && summary.contains(k) ? summary[k] : json(nullptr);
     cells.push_back(cell);

@@ -86,7 +86,10 @@ std::string grid_value_text(const nlohmann::json& value);
 // Writes results.json/.csv, the table and the report; with `require_all`, refuses (ConfigError
 // naming them) while cells are missing.
 nlohmann::json finish_experiment(const Experiment& experiment, const CompareOptions& options, bool require_all);
-nlohmann::json aggregate_results(const Experiment& experiment, const std::string& out);
+// `failures`: cells that failed in this compare (by cell name, or NAME@VARIANT for an eval_grid variant),
+// with the error; their rows and the rows of their groups say "failed".
+nlohmann::json aggregate_results(const Experiment& experiment, const std::string& out,
+                                 const std::map<std::string, std::string>& failures = {});
 // The console table: one row per group, one column per length (exact match or loss), best marked.
 std::string format_results_table(const nlohmann::json& results);
 // results.csv: one record per row of results.json, its fields in this order (RFC 4180, util/csv.h).

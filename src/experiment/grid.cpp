@@ -179,12 +179,10 @@ Experiment load_experiment(const std::string& path) {
     // Data files named for a cell whose data.kind was never set: its default, task, reads no file (the line
     // forgotten), so the cell would train on the task without a word.
     if (!kind_chosen)
-      for (const char* key : {"dir", "train_path", "val_path", "path"}) {
-        const json& value = config["data"][key];
+      for (const std::string& key : data_file_keys()) {
+        const json& value = config["data"][key.substr(5)];
         if (value.is_string() && !value.get<std::string>().empty())
-          throw ConfigError(where + ": cell " + cell.name + ": data." + key + " names data, but data.kind is not set (base, " +
-                            "set or grid) and its default, task, reads no file: set data.kind to " +
-                            (std::string(key) == "path" ? "text" : "tokens"));
+          throw ConfigError(where + ": cell " + cell.name + ": " + data_file_without_kind(key, "base, set or grid"));
       }
     try {
       const Config typed = config_from_json(config);

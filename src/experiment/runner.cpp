@@ -546,24 +546,9 @@ json finish_experiment(const Experiment& e, const CompareOptions& o, bool requir
 
 static json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures,
                    const json& probe_errors) {
-  json results = aggregate_results(e, o.out);
+  json results = aggregate_results(e, o.out, failures);
   // A probe that failed: its cell's losses stand, the probe's columns are missing; recorded, and compare fails.
   if (!probe_errors.empty()) results["probe_errors"] = probe_errors;
-  // A cell's row, or with an eval_grid each of its variants' rows (NAME@VARIANT): the variant's own failure,
-  // else the training's.
-  for (auto& cell : results["cells"]) {
-    const std::string name = cell["name"];
-    for (const std::string& key : {name, name.substr(0, name.find('@'))})
-      if (failures.count(key)) {
-        cell["status"] = "failed", cell["error"] = failures.at(key);
-        break;
-      }
-  }
-  // A row no cell reached, of a group whose cells failed here: failed, not missing.
-  for (auto& row : results["rows"])
-    if (row["status"] == "missing")
-      for (const auto& cell : results["cells"])
-        if (cell["group"] == row["group"] && cell["status"] == "failed") row["status"] = "failed";
   write_file_atomic(o.out + "/results.json", results.dump(1) + "\n");
   write_file_atomic(o.out + "/results.csv", results_csv(results));
   // The report and its pictures (scripts/plot_report.py) showed the results before these: removed, and drawn

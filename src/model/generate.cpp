@@ -8,7 +8,10 @@ namespace poslab {
 
 static torch::Tensor pick_token(torch::Tensor logits, const GenerateOptions& o) {  // logits (1, V) -> (1, 1)
   if (o.temperature == 0) return logits.argmax(-1, /*keepdim=*/true);
-  logits = logits / o.temperature;
+  // In double, from the largest logit down: a small temperature (1e-39, legal) would take float logits past
+  // its range to inf, and softmax to nan; this way the largest is 0 and the others at worst -inf.
+  logits = logits.to(torch::kDouble);
+  logits = (logits - std::get<0>(logits.max(-1, /*keepdim=*/true))) / o.temperature;
   if (o.top_k > 0 && o.top_k < logits.size(-1)) {
     auto kth = std::get<0>(logits.topk(o.top_k)).select(-1, o.top_k - 1).unsqueeze(-1);  // (1, 1)
     logits = logits.masked_fill(logits < kth, -INFINITY);

@@ -300,6 +300,7 @@ void check_probe_options(const ProbeOptions& o, const std::function<std::string(
     if (o.haystack != "noise") throw ConfigError(name("haystack") + why);
     if (o.digits != 0) throw ConfigError(name("digits") + why);
     if (!o.template_name.empty()) throw ConfigError(name("template") + why);
+    if (!o.controls) throw ConfigError(name("controls") + why);
   }
 }
 
@@ -312,9 +313,12 @@ ProbeOptions probe_options_from_json(const std::string& task, const json& j, con
   if (!j.is_object()) throw ConfigError(where + ": must be an object of probe options");
   const std::vector<std::string> keys = {"lengths", "depths", "trials", "haystack", "threshold", "seed", "digits", "template", "controls"};
   for (auto it = j.begin(); it != j.end(); ++it) {
+    // The passkey's own keys are read for mqar too, to say they apply to the passkey only (below), but the
+    // list offered is the probe's own.
     if (std::find(keys.begin(), keys.end(), it.key()) == keys.end())
-      throw ConfigError(name(it.key()) + ": unknown key (allowed: lengths, depths, trials, haystack, threshold, seed, digits, "
-                                         "template, controls)");
+      throw ConfigError(name(it.key()) + ": unknown key (allowed: " +
+                        (task == "mqar" ? "lengths, trials, threshold, seed" : "lengths, depths, trials, haystack, threshold, seed, digits, "
+                                                                              "template, controls") + ")");
     const auto& v = it.value();
     const std::string k = it.key();
     try {
@@ -343,8 +347,8 @@ ProbeOptions probe_options_from_json(const std::string& task, const json& j, con
 }
 
 json probe_options_to_json(const ProbeOptions& o) {
-  json j = {{"trials", o.trials}, {"haystack", o.haystack}, {"threshold", o.threshold}, {"seed", o.seed},
-            {"controls", o.controls}};
+  json j = {{"trials", o.trials}, {"threshold", o.threshold}, {"seed", o.seed}};
+  if (o.task != "mqar") j.update({{"haystack", o.haystack}, {"controls", o.controls}});  // the passkey's alone
   // Unset options stay unset, so that each cell's run supplies its own default.
   if (!o.lengths.empty()) j["lengths"] = o.lengths;
   if (!o.depths.empty()) j["depths"] = o.depths;
@@ -357,7 +361,7 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   const std::map<std::string, std::string> flags = {{"task", "--task"}, {"trials", "--trials"}, {"threshold", "--threshold"},
                                                     {"haystack", "--haystack"}, {"depths", "--depths"}, {"lengths", "--lengths"},
                                                     {"digits", "--digits"}, {"template", "--template"},
-                                                    {"no_needle", "--no-needle"}};
+                                                    {"no_needle", "--no-needle"}, {"controls", "--no-controls"}};
   check_probe_options(o, [&](const std::string& key) { return flags.at(key); });
   auto run = load_run(dir);
   const Config& c = run.config;

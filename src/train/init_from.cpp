@@ -15,7 +15,15 @@ InitSource read_init_source(const std::string& dir, Config& c) {
   RunPaths paths{dir};
   if (!is_run_dir(dir)) throw ConfigError(flag + "no run here (config.json is missing)");
   if (!file_exists(paths.checkpoint())) throw ConfigError(flag + "no checkpoint.pt (the run stopped before its first checkpoint)");
-  InitSource s{dir, config_from_json(read_json_file(paths.config())), paths.read_vocab()};
+  // The source's own config is read as it was recorded (its plug-in at the path it had then): an error there
+  // is about the source run, not about this command's --config or --set.
+  Config source;
+  try {
+    source = config_from_json(read_json_file(paths.config()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(flag + paths.config() + ": " + e.what());
+  }
+  InitSource s{dir, source, paths.read_vocab()};
   const auto &from = s.config.model, &to = c.model;
   auto same = [&](const char* key, const auto& there, const auto& here) {
     if (there == here) return;

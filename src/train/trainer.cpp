@@ -121,6 +121,12 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
                  paths.checkpoint());
     fs::remove(pending_path);
   }
+  // Where a failed run can be resumed from: its last checkpoint, if one was written (a run that fails at its
+  // first validation has none).
+  auto kept_checkpoint = [&](const std::string& which) {
+    return fs::exists(paths.checkpoint()) ? "; the " + which + " checkpoint is kept in " + paths.checkpoint()
+                                          : std::string("; no checkpoint was written before it");
+  };
   auto check_finite = [&](const char* what, double value, int64_t step) {
     if (std::isfinite(value)) return;
     status = "failed";
@@ -129,7 +135,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
     if (pending && writes) fs::remove(pending_path);
     pending = false;
     write_summary(elapsed());
-    throw DivergenceError(error + "; the last good checkpoint is kept in " + paths.checkpoint());
+    throw DivergenceError(error + kept_checkpoint("last good"));
   };
   auto checkpoint = [&](bool checked) {
     state.data_rng = data_rng.state;
@@ -224,8 +230,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
     status = "failed";
     error = e.what();
     write_summary(elapsed());
-    throw std::runtime_error("training step " + std::to_string(state.step) + ": " + error + "; the last checkpoint is kept in " +
-                             paths.checkpoint());
+    throw std::runtime_error("training step " + std::to_string(state.step) + ": " + error + kept_checkpoint("last"));
   } catch (const std::exception& e) {  // a peer gone, memory, LibTorch: say so in the summary; the checkpoint is intact
     status = "failed";
     if (error.empty()) {  // LibTorch's messages carry a stack trace: the first line
@@ -397,6 +402,17 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
     throw DistributedError("--resume " + dir + ": the ranks found checkpoints at different steps; the run directory "
                            "must be on a filesystem every rank reads");
   s.dist->restore_rank_rng(s.state.rank_rng);
+  // A finished run has nothing left to train: resuming it again would validate, checkpoint and write its
+  // summary anew (its tokens/s diluted by a step that trained nothing), and rewrite what was measured since.
+  if (s.state.step >= c.train.max_iters && file_exists(paths.summary())) {
+    const json summary = read_json_file(paths.summary());
+    if (summary.value("status", "") == "done") {
+      spdlog::info("the run in {} is finished (step {} of {}): nothing to train", dir, s.state.step, c.train.max_iters);
+      TrainResult done{"done", summary, c};
+      done.was_finished = true;
+      return done;
+    }
+  }
   if (stop_at > 0 && stop_at <= s.state.step)
     throw ConfigError("--stop-at " + std::to_string(stop_at) + ": the run in " + dir + " is at step " +
                       std::to_string(s.state.step) + " already (give a later step, or none to finish it)");

@@ -20,6 +20,8 @@ struct TrainResult {
   Config config;  // the run's resolved config
   // Interrupted by SIGINT/SIGTERM, on this rank or on any other (not by --stop-at): every rank exits 130.
   bool signalled = false;
+  // A resume found the run finished already: nothing was trained or written.
+  bool was_finished = false;
 };
 
 // Raised when the loss turns NaN or Inf: the run is marked failed, its last checkpoint kept.

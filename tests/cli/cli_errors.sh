@@ -29,11 +29,16 @@ expect_fail 2 "is a directory" -- "$POSLAB" train -c dir.json --out r1
 expect_fail 2 "config nope.json: no such file" -- "$POSLAB" train -c nope.json --out r1
 expect_fail 2 "--set model.pos.kind: unknown key 'model.pos'" -- "$POSLAB" train -c ok.json --set model.pos.kind=rope --out r1
 expect_fail 2 "model.n_embd must be divisible by model.n_head" -- "$POSLAB" train -c ok.json --set model.n_embd=15 --out r1
+expect_fail 2 "--set train.learning_rate: 1e999 is past the range of a number" -- "$POSLAB" train -c ok.json --set train.learning_rate=1e999 --out r1
+expect_fail 2 "--set model..n_layer=2: the key path 'model..n_layer' has an empty part" -- "$POSLAB" train -c ok.json --set model..n_layer=2 --out r1
 expect_fail 2 "--resume r1: no run here" -- "$POSLAB" train --resume r1
 # mqar's options (data.mqar): each bad value named by its key.
 MQ="--set data.task=mqar"
 expect_fail 2 "data.mqar.gaps: unknown gap distribution 'zipf' (allowed: power, uniform)" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.gaps=zipf --out r1
 expect_fail 2 "data.mqar.power_a must be in (0, 1] (1 = uniform), got 0.0" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.power_a=0 --out r1
+# A data key for another kind, given on the command line, is refused rather than ignored (no run folder).
+expect_fail 2 "--set data.val_fraction: data.val_fraction is read by data.kind text, but data.kind is task: add --set data.kind=text" -- "$POSLAB" train -c ok.json --set data.val_fraction=0.2 --out r-kind
+check "a refused data key leaves no run folder" test ! -e r-kind
 expect_fail 2 "data.mqar.space must be between 1 and 64" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.space=0 --out r1
 expect_fail 2 "data.mqar.queries must be >= 0 (0 = every pair), got -1" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.queries=-1 --out r1
 expect_fail 2 "data.mqar.queries must be an integer" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.queries=all --out r1
@@ -188,6 +193,12 @@ expect_fail 2 "a learned position table cannot grow from 40 to 80 rows" -- "$POS
 expect_fail 2 "a learned position table of 40 rows cannot be cut to 20 (keep model.block_size at 40" -- "$POSLAB" train -c ok.json --set model.block_size=20 --init-from run --out r4
 for i in $(seq 300); do echo "the quick brown fox jumps over the lazy dog"; done > fox.txt
 expect_fail 2 "differs from this config's data" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --init-from run --out r4
+# The source run's own config.json fails to read: said to be the source's, not this command's --config.
+cp -r run run-badcfg
+/usr/bin/python3 -c "
+import json; c = json.load(open('run-badcfg/config.json')); c['model']['pos_encoding']['plugin_sha256'] = 'ab' * 32
+json.dump(c, open('run-badcfg/config.json', 'w'))"
+expect_fail 2 "--init-from run-badcfg: run-badcfg/config.json: model.pos_encoding.plugin_sha256 is set but" -- "$POSLAB" train -c ok.json --init-from run-badcfg --out r4
 # Vocabularies of one size that differ in a character: the message says where (the sizes alone read as equal).
 sed 's/lazy/la!y/' fox.txt > fox2.txt
 "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set eval.lengths=[8] --out foxrun > /dev/null 2>&1
@@ -378,6 +389,12 @@ if [ -f "$PLUGINS/libgaussian_bias.so" ]; then
   expect_fail 2 "libbad_throws_int.so: its registration failed: it threw int, not a std::exception" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_throws_int.so --out r7
   expect_fail 2 "libbad_static_builtin.so: not a poslab plug-in (it defines no POSLAB_PLUGIN entry points; it registered 'alibi' as it loaded" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_static_builtin.so --out r7
   expect_fail 1 "an exception that is not a std::exception (thrown by a plug-in?)" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_forward_int.so --set $PE.kind=forward_int_bias --out r7i
+  # Hooks tried once at the check: a wrong shape, nan, a learned bias declared constant: one line, no run directory.
+  H=(--set $PE.kind=hook_bias --out r7h)
+  expect_fail 2 "$PE.kind hook_bias (plug-in $PLUGINS/libbad_shape.so): bias() returned a tensor of shape (3, 8, 8) for 8 positions, expected (2, 8, 8)" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_shape.so "${H[@]}"
+  expect_fail 2 "$PE.kind hook_bias (plug-in $PLUGINS/libbad_nan.so): bias() returned values that are not finite" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_nan.so "${H[@]}"
+  expect_fail 2 "$PE.kind hook_bias (plug-in $PLUGINS/libbad_constant.so): it has parameters but constant_bias() is true" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_constant.so "${H[@]}"
+  check "no run directory after a plug-in's hooks were refused" test ! -e r7h
   # Its own static initializer throws inside dlopen: one line naming the library and the throw, exit 2, no
   # core dump from std::terminate, and no run directory.
   expect_fail 2 "$PE.plugin $PLUGINS/libbad_static_throws.so: a static initializer threw as it loaded: the table file kernel.bin is missing" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_static_throws.so --set $PE.kind=static_throws_bias --out r7s

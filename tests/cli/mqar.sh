@@ -142,6 +142,7 @@ expect_fail 2 "--lengths: 6 tokens is too short for mqar: the run's 2 pairs and 
   "$POSLAB" probe --run run --task mqar --lengths 6,18 --no-plot
 expect_fail 2 "--depths applies to the passkey probe only" -- "$POSLAB" probe --run run --task mqar --depths 0.5 --no-plot
 expect_fail 2 "--no-needle applies to the passkey probe only" -- "$POSLAB" probe --run run --task mqar --no-needle --no-plot
+expect_fail 2 "--no-controls applies to the passkey probe only" -- "$POSLAB" probe --run run --task mqar --no-controls --no-plot
 printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 2, "precision": "fp32"}}\n' > copytask.json
 "$POSLAB" train -c copytask.json --out copyrun >/dev/null 2>&1
 expect_fail 2 "--task mqar: the run trained on data.task copy; the mqar probe scores a run trained on data.task mqar" -- \

@@ -46,6 +46,23 @@ check "... says how to evaluate the trained run" grep -q "poslab eval --run run-
 check "... the run stays done" grep -q '"status": "done"' run-eval/summary.json
 check "... and no eval.json is written" test ! -e run-eval/eval.json
 
+# Resuming a finished run trains nothing and rewrites nothing: not its checkpoint or summary, nor an eval.json
+# that poslab eval wrote at other lengths; without an eval.json (the stop above), it evaluates as training would.
+printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 4, "eval_interval": 2, "precision": "fp32", "threads": 1},\n "eval": {"lengths": [8], "batches": 1}}\n' > quick.json
+"$POSLAB" train -c quick.json --out run-done > /dev/null 2>&1
+"$POSLAB" eval --run run-done --lengths 4,8 --batches 1 > /dev/null 2>&1
+mkdir -p kept && cp run-done/checkpoint.pt run-done/summary.json run-done/eval.json run-done/metrics.jsonl kept/
+"$POSLAB" train --resume run-done > resume-done.log 2>&1
+check "resuming a finished run exits 0 (got $?)" test $? -eq 0
+check "... says it is finished" grep -q "the run in run-done is finished (step 4 of 4): nothing to train" resume-done.log
+for f in checkpoint.pt summary.json eval.json metrics.jsonl; do
+  check "... and leaves its $f as it was" cmp -s kept/$f run-done/$f
+done
+rm run-done/eval.json
+"$POSLAB" train --resume run-done > /dev/null 2>&1
+check "... and evaluates a finished run that has no eval.json" /usr/bin/python3 -c "
+import json; e = json.load(open('run-done/eval.json')); assert [r['length'] for r in e['results']] == [8], e['results']"
+
 # kill -9 at arbitrary moments: the checkpoint on disk always loads.
 "$POSLAB" train -c long.json --out run-kill > log-kill 2>&1 &
 pid=$!

@@ -250,6 +250,13 @@ import json; assert json.load(open('runs/ids/vocab.json')) == {'vocab_size': 100
 out=$("$POSLAB" sample --run runs/ids --prompt "1 2 3" --tokens 5 --seed 1 2>/dev/null)
 check "sample on an ids-only run takes and prints ids" bash -c '[[ "$1" =~ ^"1 2 3"( [0-9]+){5}$ ]]' _ "$out"
 expect_fail 2 "--prompt: 'abc' is not a token id below 100" -- "$POSLAB" sample --run runs/ids --prompt "abc"
+# val.bin the same file as train.bin (a link here): trained, with a warning that validation is training data.
+ln -sf train.bin ids/val.bin
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=ids --set data.vocab_size=100 "${SMALL[@]}" \
+  --set train.max_iters=2 --out runs/ids-same > ids-same.log 2>&1
+check "val.bin the same file as train.bin trains with a warning naming both" \
+  grep -qE "ids/train.bin and [^ ]*ids/val.bin are the same file: the validation loss is measured on the training tokens" ids-same.log
+cp -f shakespeare_char/val.bin ids/val.bin.tmp && mv -f ids/val.bin.tmp ids/val.bin
 # poslab data shows such a corpus as ids, one space between them and none before: train.bin's own windows.
 "$POSLAB" data -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=ids --set data.vocab_size=100 --n 3 \
   --format jsonl > ids.jsonl 2>/dev/null

@@ -26,8 +26,9 @@ check "alibi: heads matter, base does not" grep -q '"options":{"heads":4}' alibi
 
 printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "data": {"max_len": 8},\n "train": {"max_iters": 3, "precision": "fp32"}}\n' > ok.json
 "$POSLAB" train -c ok.json --out run >/dev/null 2>&1
-"$POSLAB" attention --run run --lengths 4,8,32 --sequences 2 --no-plot >/dev/null 2>&1
+"$POSLAB" attention --run run --lengths 4,8,32 --sequences 2 --no-plot > attention.log 2>&1
 check "attention writes attention.json" test -s run/attention.json
+check "... and says its n/a lengths, as eval does" grep -qE "attention length +32 \([0-9]+ tokens\): n/a: learned table has 40 positions" attention.log
 check "learned: n/a past its table, ok within it" grep -q '"status":"n/a: learned table has 40 positions"' run/attention.json
 check "attention.json has the per-head statistics" grep -q '"entropy_norm":\[\[' run/attention.json
 

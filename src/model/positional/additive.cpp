@@ -38,8 +38,13 @@ std::map<std::string, torch::Tensor> PositionalEncodingImpl::inspect(int64_t n, 
   reject_params(params, {});
   torch::NoGradGuard no_grad;
   check_length(n);
-  auto zeros = torch::zeros({1, n, dim});
-  return {{"table", embed(zeros, torch::arange(n, torch::kLong)).squeeze(0).detach()}};  // (n, dim)
+  const auto p = torch::arange(n, torch::kLong);
+  // By family, from the hook the family uses, so a kind without an inspect() of its own (a plug-in's, say)
+  // still shows what it does: an additive table, a bias per head; a rotary kind's q.k comes from poslab pe.
+  if (family() == "additive") return {{"table", embed(torch::zeros({1, n, dim}), p).squeeze(0).detach()}};  // (n, dim)
+  if (family() == "bias")
+    if (const auto b = bias(p, p); b.defined()) return {{"bias", b.detach().to(torch::kFloat)}};  // (H, n, n)
+  return {};
 }
 
 torch::Tensor IndexEncodingImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
@@ -91,7 +96,7 @@ static const EncodingRegistrar kBinary{
      },
      [](const PositionalOptions& o) {
        require_option(o.encoding.bits >= 1 && o.encoding.bits <= std::min<int64_t>(30, o.n_embd), "model.pos_encoding.bits",
-                      "between 1 and min(30, n_embd)", o.encoding.bits);
+                      "between 1 and min(30, model.n_embd = " + std::to_string(o.n_embd) + ")", o.encoding.bits);
      },
      one_over_sqrt_width, {}, /*listing=*/30}};
 static const EncodingRegistrar kSinusoidal{

@@ -48,6 +48,46 @@ std::shared_ptr<PositionalEncodingImpl> make_positional(const PositionalOptions&
   return pe;
 }
 
+// One small call of each hook a plug-in's family uses, so that a wrong shape, a value that is not finite, or
+// parameters behind a bias declared constant (the model would cache it across steps, and the second backward
+// through it fail) is one line naming the file now, not a LibTorch error inside a training step.
+static void try_plugin_hooks(const EncodingSpec& spec, PositionalEncodingImpl& pe, const PositionalOptions& o) {
+  const std::string who = "model.pos_encoding.kind " + spec.kind + " (plug-in " + spec.plugin + "): ";
+  const int64_t T = std::min<int64_t>(o.block_size, 8), H = o.n_head, C = o.n_embd, hs = C / H;
+  const auto positions = torch::arange(T, torch::kLong);  // (T,)
+  auto expect = [&](const char* hook, const torch::Tensor& got, std::vector<int64_t> want) {
+    auto text = [](c10::IntArrayRef sizes) {
+      std::string out;
+      for (const auto n : sizes) out += (out.empty() ? "" : ", ") + std::to_string(n);
+      return "(" + out + ")";
+    };
+    if (!got.defined() || got.sizes() != c10::IntArrayRef(want))
+      throw ConfigError(who + hook + " returned " + (got.defined() ? "a tensor of shape " + text(got.sizes()) : "no tensor") +
+                        " for " + std::to_string(T) + " positions, expected " + text(want) + " (docs/extending.md)");
+    if (!torch::isfinite(got).all().item<bool>())
+      throw ConfigError(who + hook + " returned values that are not finite (nan or inf) for positions 0.." + std::to_string(T - 1));
+  };
+  try {
+    if (spec.family == "additive") expect("embed()", pe.embed(torch::zeros({1, T, C}), positions), {1, T, C});
+    if (spec.family == "rotary") {
+      const auto [q, k] = pe.rotate(torch::ones({1, H, T, hs}), torch::ones({1, H, T, hs}), positions);
+      expect("rotate()", q, {1, H, T, hs});
+      expect("rotate()", k, {1, H, T, hs});
+    }
+    if (spec.family == "bias") {
+      if (const auto b = pe.bias(positions, positions); b.defined()) expect("bias()", b, {H, T, T});
+      if (pe.constant_bias() && !pe.parameters().empty())
+        throw ConfigError(who + "it has parameters but constant_bias() is true: a learned bias must override "
+                                "constant_bias() to return false (docs/extending.md)");
+    }
+    if (spec.family == "context") expect("scores()", pe.scores(torch::zeros({1, H, T, T}), torch::ones({1, H, T, hs}), 1.0), {1, H, T, T});
+  } catch (const ConfigError&) {
+    throw;
+  } catch (...) {
+    throw ConfigError(who + "a trial call of its hooks failed: " + current_exception_text());
+  }
+}
+
 void check_positional(const PositionalOptions& o) {
   const auto& spec = spec_of(o.encoding.kind);
   if (spec.check) {
@@ -68,7 +108,7 @@ void check_positional(const PositionalOptions& o) {
   const auto state = generator.get_state();
   try {
     torch::NoGradGuard no_grad;
-    build(spec, o);
+    try_plugin_hooks(spec, *build(spec, o), o);
   } catch (...) {
     generator.set_state(state);
     throw;

@@ -80,8 +80,7 @@ static std::vector<EncodingSpec> plugin_kinds(void* handle, std::vector<Encoding
   // All or none: check every name before registering any.
   for (size_t i = 0; i < registrar.specs.size(); ++i) {
     const auto& spec = registrar.specs[i];
-    if (spec.kind.empty() || spec.family.empty() || !spec.make)
-      throw ConfigError(where + "a registration needs a kind name, a family and a make function (kind '" + spec.kind + "')");
+    if (const std::string problem = registration_problem(spec); !problem.empty()) throw ConfigError(where + problem);
     if (const auto* taken = find_encoding(spec.kind))
       throw ConfigError(where + "registers encoding kind '" + spec.kind + "', which " +
                         (taken->plugin.empty() ? "is a built-in" : "plug-in " + taken->plugin + " registered already"));

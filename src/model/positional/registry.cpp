@@ -4,6 +4,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -35,8 +36,7 @@ void register_encoding(EncodingSpec spec) {
     collecting->push_back(std::move(spec));
     return;
   }
-  if (spec.kind.empty() || spec.family.empty() || !spec.make)
-    throw ConfigError("an encoding registration needs a kind name, a family and a make function (kind '" + spec.kind + "')");
+  if (const std::string problem = registration_problem(spec); !problem.empty()) throw ConfigError(problem);
   if (spec.options.is_null()) spec.options = nlohmann::json::object();  // `{}` in an aggregate registration is null
   if (!spec.options.is_object())
     throw ConfigError("encoding kind '" + spec.kind + "': its options must be a JSON object of option -> default");
@@ -48,6 +48,20 @@ void register_encoding(EncodingSpec spec) {
                       (spec.plugin.empty() ? "a built-in" : "by " + spec.plugin) + ")");
   const std::string kind = spec.kind;
   specs.emplace(kind, std::move(spec));
+}
+
+std::string registration_problem(const EncodingSpec& spec) {
+  const std::string& k = spec.kind;
+  const bool named = !k.empty() && std::islower(static_cast<unsigned char>(k[0])) &&
+                     std::all_of(k.begin(), k.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)) ||
+                                                                         std::isdigit(static_cast<unsigned char>(c)) || c == '_'; });
+  if (!named)
+    return "encoding kind '" + k + "': a kind name is lowercase letters, digits and '_', starting with a letter";
+  const std::vector<std::string> families = {"additive", "rotary", "bias", "context", "none"};
+  if (std::find(families.begin(), families.end(), spec.family) == families.end())
+    return "encoding kind '" + k + "': family '" + spec.family + "' is not one of additive, rotary, bias, context, none";
+  if (!spec.make) return "encoding kind '" + k + "': its registration has no make function";
+  return "";
 }
 
 const EncodingSpec* find_encoding(const std::string& kind) {

@@ -46,6 +46,9 @@ struct EncodingSpec {
 // load_plugin opens a library (its static initializers run inside dlopen), a registration is collected for
 // load_plugin instead: attributed to that file, checked with its other kinds and registered all or none.
 void register_encoding(EncodingSpec spec);
+// What is wrong with a registration, "" if nothing: a kind name (lowercase letters, digits and '_', from a
+// letter: it becomes part of file and cell names), a family of the five, a make function.
+std::string registration_problem(const EncodingSpec& spec);
 // The kind's spec, or nullptr when no such kind is registered.
 const EncodingSpec* find_encoding(const std::string& kind);
 // Every registered kind, in listing order.
