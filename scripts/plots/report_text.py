@@ -5,6 +5,7 @@ Tables are (header, rows) with each cell (text, bold); markdown and HTML render 
 
 import base64
 import html
+import json
 import os
 
 from plots.results import has_exact_match, is_ok, seed_count, seeds_phrase, train_tokens
@@ -115,7 +116,9 @@ def build_tables(res, groups, table):
 def describe(res, groups):
     unit = res.get("length_unit", "tokens")
     grid = res.get("grid") or {}
-    grid_txt = "; ".join("`%s` ∈ {%s}" % (k, ", ".join(str(v) for v in vs) if isinstance(vs, list) else str(vs))
+    def value(v):  # as the experiment file writes it: true, not Python's True; strings bare
+        return v if isinstance(v, str) else json.dumps(v)
+    grid_txt = "; ".join("`%s` ∈ {%s}" % (k, ", ".join(value(v) for v in vs) if isinstance(vs, list) else value(vs))
                          for k, vs in grid.items()) or "-"
     cells = res["cells"]
     # With an eval grid every (trained model, variant) pair is a cell of the results: say both numbers.

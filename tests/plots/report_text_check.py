@@ -37,4 +37,9 @@ del res["probe_errors"]
 res["rows"] = [{"item": "rope", "scenario": "path=data/a, b.txt, learning_rate=0.001"}]
 res["scenario_keys"] = ["learning_rate", "path"]
 assert report_text.scenarios_txt(res) == ", per learning_rate and path", report_text.scenarios_txt(res)
+# Grid values as the experiment file writes them (JSON): true, not Python's True; strings bare.
+res["grid"] = {"model.bias": [True, False], "model.pos_encoding.kind": ["rope", "alibi"], "train.learning_rate": [0.001]}
+text = report_text.describe(res, ["none", "yarn", "ntk"])
+assert "`model.bias` ∈ {true, false}" in text and "`model.pos_encoding.kind` ∈ {rope, alibi}" in text, text
+assert "True" not in text and "`train.learning_rate` ∈ {0.001}" in text, text
 print("ok: report sentences")
