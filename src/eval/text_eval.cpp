@@ -136,6 +136,8 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
   const int64_t N = corpus.split_tokens(Split::Val);
   // Target t is token t, predicted from tokens before it: targets 1 .. N-1; the last `targets` are scored.
   const int64_t targets = o.tokens > 0 ? std::min<int64_t>(o.tokens, N - 1) : N - 1;
+  if (o.tokens > N - 1)  // eval.json's first_target says which were scored; say it here too
+    spdlog::info("eval.tokens {}: the validation split holds {} targets, all of them scored", o.tokens, N - 1);
   const int64_t first = N - 1 - targets, last = N - 1;  // scored: first < t <= last
   std::vector<TextLength> lengths(o.lengths.size());
   for (size_t i = 0; i < o.lengths.size(); ++i) {

@@ -319,9 +319,19 @@ void tokenize(const TokenizeOptions& o) {
     if (total >= (16 << 20)) std::fprintf(stderr, "poslab tokenize: training a %s model of %d pieces\n", o.model_type.c_str(), o.vocab_size);
     LineIterator lines(train);
     const auto st = sentencepiece::SentencePieceTrainer::Train(args, &lines, &model_bytes);
-    if (!st.ok())
+    if (!st.ok()) {
+      // "Vocabulary size is smaller than required_chars. 260 vs 286.": say the size this text needs first.
+      const std::string message(st.message()), mark = "required_chars. ";
+      std::string need;
+      if (const auto at = message.find(mark); at != std::string::npos) {
+        const auto vs = message.find(" vs ", at);
+        if (vs != std::string::npos) need = message.substr(vs + 4, message.find_first_not_of("0123456789", vs + 4) - vs - 4);
+      }
       throw InputError((o.from_config ? "data.tokenizer.sentencepiece.vocab_size " : "--vocab-size ") +
-                       std::to_string(o.vocab_size) + ": SentencePiece could not train on the text (" + std::string(st.message()) + ")");
+                       std::to_string(o.vocab_size) + ": " +
+                       (need.empty() ? std::string() : "this text needs at least " + need + " pieces (its distinct characters and the specials); ") +
+                       "SentencePiece could not train on the text (" + message + ")");
+    }
     const auto lst = sp.LoadFromSerializedProto(model_bytes);
     if (!lst.ok()) throw std::runtime_error("sentencepiece: " + lst.ToString());
   }
@@ -441,7 +451,9 @@ int main(int argc, char** argv) {
   auto* tok = app.add_subcommand("tokenize", "Write train.bin, val.bin, meta.json and tokenizer.model from text files");
   tok->add_option("--input,-i", t.inputs, "UTF-8 text files (one document each)");
   tok->add_option("--out,-o", t.out, "Output directory (new, or empty)");
-  tok->add_option("--vocab-size", t.vocab_size, "Train a SentencePiece model of this many pieces");
+  tok->add_option("--vocab-size", t.vocab_size,
+                  "Train a SentencePiece model of this many pieces (260 to 1000000; a text needs at least 259, its "
+                  "256 byte pieces and 3 specials, plus its distinct characters)");
   tok->add_option("--model-type", t.model_type, "bpe or unigram")->check(CLI::IsMember({"bpe", "unigram"}));
   tok->add_option("--tokenizer", t.tokenizer, "Apply this SentencePiece .model instead of training one");
   tok->add_option("--val-fraction", t.val_fraction, "Tail fraction of the text held out for validation");
