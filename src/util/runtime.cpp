@@ -118,6 +118,9 @@ Runtime make_runtime(const Config& config) {
     throw ConfigError("train.precision: bf16 needs a CPU with AVX512_BF16 or AMX; use fp32 or auto");
   rt.bf16 = p == "bf16" || (p == "auto" && (rt.device.is_cuda() || cpu_has_bf16()));
   rt.threads = config.train.threads > 0 ? config.train.threads : default_threads();
+  rt.threads_from = config.train.threads > 0     ? "train.threads"
+                    : omp_num_threads_env() > 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS"))
+                                                : "";
   torch::set_num_threads(rt.threads);
   set_blas_threads(rt, /*shards_running=*/false);
   rt.batch_shards = resolve_batch_shards(config, rt);
@@ -135,7 +138,7 @@ std::string Runtime::describe() const {
   return std::string("device ") + (device.is_cuda() ? "cuda" : "cpu") + ", precision " +
          (bf16 ? "bf16 autocast (set train.precision=fp32 to turn off)" : "fp32") + ", " + std::to_string(threads) +
          " thread" + (threads == 1 ? "" : "s") + " (" +
-         (omp_num_threads_env() > 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS")) + ", " : "") +
+         (threads_from.empty() ? "" : threads_from + ", ") +
          "OMP_WAIT_POLICY=" +
          (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset") + ")" +
          (batch_shards > 1 ? ", each batch split over " + std::to_string(batch_shards) + " threads" : "") +

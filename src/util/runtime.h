@@ -13,6 +13,7 @@ struct Runtime {
   torch::Device device = torch::kCPU;
   bool bf16 = false;  // autocast matrix products to bfloat16
   int threads = 1;
+  std::string threads_from;  // what set `threads`: "train.threads", "OMP_NUM_THREADS=N", or "" (the usable CPUs)
   int batch_shards = 1;  // > 1: each training batch is split over that many threads (CPU)
   bool fused_adamw = false;  // CPU: clipping + AdamW by fused_adamw_step
   bool fused_ops = false;    // CPU: GELU and LayerNorm by poslab's loops (model/fused_ops.h)

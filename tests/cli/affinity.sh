@@ -47,7 +47,8 @@ check "taskset -c 0,1: 2 threads" grep -q " 2 threads (" two.log
 OMP_NUM_THREADS=1 "$POSLAB" train -c long.json --set train.max_iters=1 --out env1 > env1.log 2>&1
 check "OMP_NUM_THREADS=1: the run takes 1 thread and says why" grep -q " 1 thread (OMP_NUM_THREADS=1, " env1.log
 OMP_NUM_THREADS=1 "$POSLAB" train -c long.json --set train.max_iters=1 --set train.threads=2 --out env2 > env2.log 2>&1
-check "... train.threads wins over it" grep -q " 2 threads (" env2.log
+check "... train.threads wins over it, and the run line says so" grep -q " 2 threads (train.threads, OMP_WAIT_POLICY=" env2.log
+check "... without naming OMP_NUM_THREADS, which did not decide" bash -c '! grep -q "OMP_NUM_THREADS=1" env2.log' 
 printf '{"base": "long.json", "set": {"train.max_iters": 30}, "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}}\n' > short_cells.json
 OMP_NUM_THREADS=1 "$POSLAB" compare -c short_cells.json --out short -j 2 > short.log 2>&1
 check "OMP_NUM_THREADS=1 with compare -j 2: both cells start before either is done" /usr/bin/python3 -c "
