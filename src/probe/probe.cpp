@@ -7,7 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <iomanip>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "data/corpus.h"
@@ -210,6 +212,28 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
       if (needle) cell["depth_actual"] = depth_sum / o.trials;
       results.push_back(cell);
     }
+    // A filler shorter than any of its sentences has boundaries only at its ends: the depths asked collapse
+    // onto 0 and 1 (the adjacent control's layout), and the rows pooled as depths are not what their labels say.
+    if (why.empty() && !o.no_needle) {
+      std::string asked, placed;
+      std::set<long long> distinct;
+      auto fmt_g = [](double x) {
+        std::ostringstream out;
+        out << std::setprecision(2) << x;
+        return out.str();
+      };
+      for (const auto& r : results)
+        if (r["length"] == L && r["control"].is_null() && r.contains("depth_actual")) {
+          const double actual = r["depth_actual"].get<double>();
+          distinct.insert(std::llround(actual * 1e6));
+          asked += (asked.empty() ? "" : ", ") + fmt_g(r["depth"].get<double>());
+          placed += (placed.empty() ? "" : ", ") + fmt_g(actual);
+        }
+      if (distinct.size() < depths.size())
+        spdlog::warn("passkey probe at {} tokens: its {} tokens of filler hold too few sentence boundaries for the depths "
+                     "asked ({}): the needle was placed at {} (depth_actual in the results; 1 is the adjacent "
+                     "control's layout)", L, L + 1 - fixed, asked, placed);
+    }
     if (!o.quiet) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       spdlog::info("passkey probe: length {} ({}/{}) done, {} elapsed", L, li + 1, o.lengths.size(), format_duration(secs));
@@ -400,20 +424,27 @@ std::string format_probe_table(const json& p) {
     out << p["template"].get<std::string>() << " template, " << p["digits"] << "-digit keys, "
         << p["haystack"].get<std::string>() << " haystack, ";
   out << p["trials"] << " trials a cell)\n";
-  std::snprintf(line, sizeof line, "%7s %-10s %7s %17s %9s %10s  %s\n", "length", mqar ? "axis" : "depth", "exact",
+  std::snprintf(line, sizeof line, "%7s %-12s %7s %17s %9s %10s  %s\n", "length", mqar ? "axis" : "depth", "exact",
                 "95% interval", mqar ? "answers" : "digits", "logprob", "status");
   out << line;
+  auto two = [](double x) { char b[32]; std::snprintf(b, sizeof b, "%.2f", x); return std::string(b); };
+  bool adjacent = false;
   for (const auto& r : p["results"]) {
-    std::string depth = r["depth"].is_null() ? "-" : ([&] { char b[16]; std::snprintf(b, sizeof b, "%.2f", r["depth"].get<double>()); return std::string(b); })();
-    if (!r["control"].is_null()) depth = r["control"] == "no_needle" ? "no needle" : depth + "*";
+    std::string depth = r["depth"].is_null() ? "-" : two(r["depth"].get<double>());
+    // Where the filler's sentence boundaries put the needle elsewhere (a short filler): the depth it hit.
+    if (r.contains("depth_actual") && !r["depth"].is_null() &&
+        std::abs(r["depth_actual"].get<double>() - r["depth"].get<double>()) >= 0.125)
+      depth += " (" + two(r["depth_actual"].get<double>()) + ")";
+    adjacent = adjacent || r["control"] == "adjacent";
+    if (!r["control"].is_null()) depth = r["control"] == "no_needle" ? (r["depth"].is_null() ? "no needle" : depth + " none") : depth + "*";
     if (r.contains("axis")) depth = r["axis"].get<std::string>() + " " + std::to_string(r["pairs"].get<int>());
     if (r["status"] != "ok") {
-      std::snprintf(line, sizeof line, "%7d %-10s %7s %17s %9s %10s  %s\n", r["length"].get<int>(), depth.c_str(), "-", "-", "-", "-",
+      std::snprintf(line, sizeof line, "%7d %-12s %7s %17s %9s %10s  %s\n", r["length"].get<int>(), depth.c_str(), "-", "-", "-", "-",
                     r["status"].get<std::string>().c_str());
     } else {
       char iv[32];
       std::snprintf(iv, sizeof iv, "[%.2f, %.2f]", r["exact_low"].get<double>(), r["exact_high"].get<double>());
-      std::snprintf(line, sizeof line, "%7d %-10s %7.3f %17s %9.3f %10.3f  ok\n", r["length"].get<int>(), depth.c_str(),
+      std::snprintf(line, sizeof line, "%7d %-12s %7.3f %17s %9.3f %10.3f  ok\n", r["length"].get<int>(), depth.c_str(),
                     r["exact"].get<double>(), iv, r["digit_accuracy"].get<double>(), r["key_logprob"].get<double>());
     }
     out << line;
@@ -423,7 +454,9 @@ std::string format_probe_table(const json& p) {
                 p["threshold"].get<double>(), p["effective_length"].get<int>(), p["effective_multiple"].get<double>());
   out << tail << (mqar ? "(axis and pairs: distance keeps the run's pairs and stretches the query region; load scales the "
                          "pairs; the effective length is over distance)\n"
-                       : "(* control: the needle next to the question)\n");
+                       : std::string(adjacent ? "(* control: the needle next to the question; (x): the depth the needle "
+                                                "landed at, where the filler's sentences put it elsewhere)\n"
+                                              : ""));
   return out.str();
 }
 

@@ -44,6 +44,11 @@ expect_fail 2 "data.probes.passkey: the compact template with 9-digit keys needs
 check "refused trainings leave no run" test ! -e r2
 
 "$POSLAB" probe --run run --lengths 64,128 --depths 0,0.5,1 --trials 7 --seed 3 --no-plot > probe.out 2>&1
+# At 64 tokens the filler is shorter than its sentences: the depths collapse onto its two ends, which the probe
+# says (a warning, and the depth hit beside the one asked); at 128 they do not.
+check "a short filler's collapsed depths are said" grep -qE "passkey probe at 64 tokens: its [0-9]+ tokens of filler hold too few sentence boundaries for the depths asked \(0, 0.5, 1\): the needle was placed at 0, 1, 1" probe.out
+check "... not at 128 tokens" bash -c '! grep -q "passkey probe at 128 tokens: its" probe.out'
+check "... and the table gives the depth hit" grep -qE "^ +64 0.50 \(1.00\) " probe.out
 check "probe runs" grep -q "effective length" probe.out
 check "probe writes probe-passkey.json" test -s run/probe-passkey.json
 check "probe-passkey.json: fields, cells and bounds" /usr/bin/python3 - run/probe-passkey.json <<'PY'
