@@ -127,6 +127,32 @@ TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
   EXPECT_TRUE(eval["results"][0]["exact_match"].is_number());
 }
 
+// position_loss covers positions 0 .. tokens-1 on tasks as on text (null where nothing was scored), also where
+// the examples drawn are shorter than the length's longest (addition without a carry).
+TEST(Eval, TaskPositionLossCoversEveryPositionOfTheLength) {
+  TempDir dir;
+  Config c;
+  c.data.task = "addition";
+  c.data.max_len = 6;
+  c.model.n_layer = 1;
+  c.model.n_embd = 32;
+  c.model.block_size = 32;
+  c.train.max_iters = 2;
+  c.train.precision = "fp32";
+  train_new(c, dir.sub("run"));
+  for (int seed_batches : {1, 2}) {
+    EvalOptions o;
+    o.lengths = {3, 6};
+    o.batches = seed_batches;
+    o.batch_size = 1;
+    auto eval = evaluate_run(dir.sub("run"), o);
+    for (const auto& r : eval["results"]) {
+      ASSERT_EQ(r["status"], "ok") << r.dump();
+      EXPECT_EQ(static_cast<int64_t>(r["position_loss"].size()), r["tokens"].get<int64_t>()) << r["length"];
+    }
+  }
+}
+
 // The windows every protocol uses, checked against the definition by brute force: each target in
 // (first, last] scored exactly once, by a window of `length` tokens inside the split that ends on a
 // scored target's chunk; the windows protocol's windows score whole windows except at the split's start.

@@ -119,6 +119,9 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
           r = not_applicable(length, tokens, "mqar keys are distinct letters: " + std::to_string(length) +
                                                  " pairs need more than data.symbols = " + std::to_string(c.data.symbols));
         else r = eval_task_length(model, static_cast<const TaskCorpus&>(corpus), c, length, o, rt);
+        // Positions 0 .. tokens-1, as for text: examples drawn shorter than the longest leave the tail unscored.
+        if (r.contains("position_loss") && r["position_loss"].is_array())
+          while (static_cast<int64_t>(r["position_loss"].size()) < tokens) r["position_loss"].push_back(nullptr);
       } catch (const PositionLimitError& e) {
         r = not_applicable(length, tokens, e.what());
       }
