@@ -76,16 +76,20 @@ json stats_at_length(GPT& model, const Corpus& corpus, const Config& c, int leng
                      const Runtime& rt) {
   const int64_t tokens = corpus.tokens_at(length);
   json r = {{"length", length}, {"tokens", tokens}};
+  std::string na;  // why this length cannot be measured, "" when it can
   try {
     model->pos->check_length(tokens);
   } catch (const PositionLimitError& e) {
-    r["status"] = std::string("n/a: ") + e.what();
+    na = e.what();
   }
-  auto inputs = r.contains("status") ? torch::Tensor() : validation_inputs(corpus, c, length, std::max(o.sequences, o.example + 1));
-  if (!r.contains("status") && !inputs.defined())
-    r["status"] = "n/a: validation split has fewer than " + std::to_string(length + 1) + " tokens";
-  if (r.contains("status")) {  // said, as eval says its n/a lengths, not only written to attention.json
-    if (!o.quiet) spdlog::info("attention length {:>5} ({} tokens): {}", length, tokens, r["status"].get<std::string>());
+  torch::Tensor inputs;
+  if (na.empty()) {
+    inputs = validation_inputs(corpus, c, length, std::max(o.sequences, o.example + 1));
+    if (!inputs.defined()) na = "validation split has fewer than " + std::to_string(length + 1) + " tokens";
+  }
+  if (!na.empty()) {  // said, as eval says its n/a lengths, not only written to attention.json
+    r["status"] = "n/a: " + na;
+    if (!o.quiet) spdlog::info("attention length {:>5} ({} tokens): n/a: {}", length, tokens, na);
     return r;
   }
   const int64_t n_stats = std::min<int64_t>(o.sequences, inputs.size(0));
