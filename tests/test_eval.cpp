@@ -105,16 +105,22 @@ TEST(Eval, SplittingBatchesForMemoryChangesNothing) {
   EXPECT_NEAR(a["results"][0]["loss"].get<double>(), b["results"][0]["loss"].get<double>(), 1e-6);
 }
 
-TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
-  TempDir dir;
+// A one-layer task model trained for two steps in fp32: enough to evaluate.
+static Config tiny_task(const std::string& task, int max_len, int block_size) {
   Config c;
-  c.data.task = "copy";
-  c.data.max_len = 4;
+  c.data.task = task;
+  c.data.max_len = max_len;
   c.model.n_layer = 1;
   c.model.n_embd = 32;
-  c.model.block_size = 16;
+  c.model.block_size = block_size;
   c.train.max_iters = 2;
   c.train.precision = "fp32";
+  return c;
+}
+
+TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
+  TempDir dir;
+  Config c = tiny_task("copy", /*max_len=*/4, /*block_size=*/16);
   train_new(c, dir.sub("run"));
   EvalOptions o;
   o.lengths = {4, 8};
@@ -131,14 +137,7 @@ TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
 // the examples drawn are shorter than the length's longest (addition without a carry).
 TEST(Eval, TaskPositionLossCoversEveryPositionOfTheLength) {
   TempDir dir;
-  Config c;
-  c.data.task = "addition";
-  c.data.max_len = 6;
-  c.model.n_layer = 1;
-  c.model.n_embd = 32;
-  c.model.block_size = 32;
-  c.train.max_iters = 2;
-  c.train.precision = "fp32";
+  Config c = tiny_task("addition", /*max_len=*/6, /*block_size=*/32);
   train_new(c, dir.sub("run"));
   for (int seed_batches : {1, 2}) {
     EvalOptions o;
