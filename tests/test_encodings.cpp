@@ -311,6 +311,39 @@ TEST(Randomize, PositionsReachEveryHook) {
   }
 }
 
+TEST(Randomize, AnEvaluationDrawIsEachRowsOwn) {
+  // randomize.eval: a row's positions come from its own tokens, so its logits are the same alone, beside
+  // any other rows, and whatever torch's generator holds; distinct rows get distinct draws.
+  for (const char* kind : {"rope", "alibi", "learned"}) {
+    ModelConfig m;
+    m.n_layer = 1, m.n_head = 2, m.n_embd = 16, m.block_size = 16, m.vocab_size = 11;
+    m.pos_encoding = randomized(kind, 64, /*eval=*/true);
+    torch::manual_seed(3);
+    GPT model(m);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    auto idx = torch::randint(0, 11, {3, 12}, torch::kLong);
+    auto other = torch::randint(0, 11, {2, 12}, torch::kLong);
+    torch::manual_seed(1);
+    const auto batch = model->forward(idx);  // (3, 12, 11)
+    torch::manual_seed(2);
+    const auto mixed = model->forward(torch::cat({other, idx.slice(0, 1, 2)}, 0));  // row 1 beside others
+    EXPECT_TRUE(torch::equal(mixed[2], batch[1])) << kind;
+    for (int64_t b = 0; b < 3; ++b) EXPECT_TRUE(torch::equal(model->forward(idx.slice(0, b, b + 1))[0], batch[b])) << kind;
+    const auto p0 = model->pos->eval_positions(idx[0]), p1 = model->pos->eval_positions(idx[1]);
+    for (const auto& p : {p0, p1}) {
+      ASSERT_EQ(p.numel(), 12);
+      EXPECT_TRUE((p.slice(0, 1) > p.slice(0, 0, -1)).all().item<bool>());  // sorted, distinct
+      EXPECT_LT(p.max().item<int64_t>(), 64);
+      EXPECT_GE(p.min().item<int64_t>(), 0);
+    }
+    EXPECT_FALSE(torch::equal(p0, p1)) << kind;
+    EXPECT_FALSE(torch::equal(p0, arange(12))) << kind;
+    // The draw reaches the hooks: the same row at positions 0..11 gives other logits.
+    EXPECT_FALSE(torch::allclose(model->forward(idx.slice(0, 0, 1), arange(12))[0], batch[0])) << kind;
+  }
+}
+
 // ---- CoPE ----
 
 TEST(Cope, IsCausalWithTrainedEmbeddings) {

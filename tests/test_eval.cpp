@@ -105,6 +105,32 @@ TEST(Eval, SplittingBatchesForMemoryChangesNothing) {
   EXPECT_NEAR(a["results"][0]["loss"].get<double>(), b["results"][0]["loss"].get<double>(), 1e-6);
 }
 
+TEST(Eval, RandomizedEvaluationOfALengthDependsOnNothingElse) {
+  // randomize.eval: a length's loss is the same evaluated alone or beside other lengths, at any batch size,
+  // with or without the key-token pass (each window's positions are drawn from its own tokens).
+  TempDir dir;
+  Config c = tiny_text("rope", corpus_file(dir));
+  c.train.max_iters = 3;
+  c.model.pos_encoding.randomize.max_position = 256;
+  c.model.pos_encoding.randomize.eval = true;
+  train_new(c, dir.sub("run"));
+  auto run = load_run(dir.sub("run"));
+  auto corpus = make_corpus(run.config, run.tokenizer);
+  Runtime rt = make_runtime(run.config);
+  EvalOptions alone{{64}, 1, 3, 0, /*tokens=*/1500};
+  EvalOptions beside{{32, 64, 128}, 1, 8, 0, /*tokens=*/1500};
+  Config keyless = run.config;
+  keyless.eval.key_short = -1;
+  const double a = evaluate(run.model, *corpus, keyless, alone, rt)["results"][0]["loss"].get<double>();
+  const nlohmann::json both = evaluate(run.model, *corpus, run.config, beside, rt);
+  ASSERT_FALSE(both["results"][1]["key_tokens"].is_null());  // the key-token pass ran before it
+  EXPECT_NEAR(a, both["results"][1]["loss"].get<double>(), 1e-12);  // sums grouped by batch: last bits only
+  // And the draw is a real one: the same windows at positions 0..63 score otherwise.
+  Config fixed = keyless;
+  run.model->pos->set_randomize(256, /*eval=*/false);
+  EXPECT_NE(a, evaluate(run.model, *corpus, fixed, alone, rt)["results"][0]["loss"].get<double>());
+}
+
 // A one-layer task model trained for two steps in fp32: enough to evaluate.
 static Config tiny_task(const std::string& task, int max_len, int block_size) {
   Config c;

@@ -242,6 +242,15 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   pos->check_length(T);
   // Only a constant bias at positions 0..T-1 may be cached: randomized positions change every step.
   const bool cacheable = !pos->randomizes(is_training()) && pos->constant_bias();
+  if (!positions.defined() && !is_training() && pos->randomizes(/*training=*/false)) {
+    // A draw per sequence, from its own tokens: a row's logits are the same in any batch, at any time.
+    if (B > 1) {
+      std::vector<torch::Tensor> rows;
+      for (int64_t b = 0; b < B; ++b) rows.push_back(forward(idx.slice(0, b, b + 1)));  // (1, T, vocab) each
+      return torch::cat(rows, 0);
+    }
+    positions = pos->eval_positions(idx[0]);  // (T,)
+  }
   if (!positions.defined()) positions = pos->positions(T, is_training(), idx.device());  // (T,)
   auto x = drop(pos->embed(wte(idx), positions));  // (B, T, C)
   // Built once per forward and shared by every layer, as the strategy module itself is.

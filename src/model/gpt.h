@@ -94,7 +94,8 @@ TORCH_MODULE(Block);
 struct GPTImpl : torch::nn::Module {
   explicit GPTImpl(const ModelConfig& config);
   // idx (B, T) int64 -> logits (B, T, vocab). Throws PositionLimitError past the encoding's range.
-  // positions (T,): as drawn by pos->positions() (batch shards draw once per step); undefined: drawn here.
+  // positions (T,): as drawn by pos->positions() (batch shards draw once per step); undefined: drawn here
+  // (at evaluation with randomize.eval, one draw per row, from its tokens: pos->eval_positions()).
   torch::Tensor forward(const torch::Tensor& idx, torch::Tensor positions = {});
   // Generation with a KV cache: idx_new (B, T_new) continues the cache.length tokens held in `cache`,
   // at their true positions cache.length.., and their keys and values are appended. Returns the

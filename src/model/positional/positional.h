@@ -77,6 +77,10 @@ class PositionalEncodingImpl : public torch::nn::Module {
   // (T,) int64 on `device`: 0..T-1, or the random draw (from torch's CPU generator, so a checkpoint's
   // RNG state makes it resumable).
   torch::Tensor positions(int64_t T, bool training, const torch::Device& device) const;
+  // The draw at evaluation (randomize.eval) for one sequence, tokens (T,) -> (T,) on their device: seeded by
+  // the tokens themselves, so a window's positions, and its loss, do not depend on what else was evaluated,
+  // in which batch or in which order. GPTImpl::forward draws one per row at evaluation.
+  torch::Tensor eval_positions(const torch::Tensor& tokens) const;
 
   // What `poslab pe` prints: named tensors describing the encoding over n positions.
   virtual std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params);

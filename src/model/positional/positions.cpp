@@ -2,6 +2,12 @@
 // `sort(choice(arange(L_max), seq_len, replace=False))`), and the length limit that follows from them.
 #include "model/positional/positional.h"
 
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "data/rng.h"
+
 namespace poslab {
 
 void PositionalEncodingImpl::set_rope_scaling(const RopeScaling& scaling) {
@@ -35,6 +41,27 @@ torch::Tensor PositionalEncodingImpl::positions(int64_t T, bool training, const 
   // One draw per forward pass, shared by the whole batch (as the reference code); on the CPU generator.
   auto draw = torch::randperm(randomize_max_, torch::kLong).slice(0, 0, T);
   return std::get<0>(draw.sort()).to(device);  // (T,) sorted, distinct, < max_position
+}
+
+torch::Tensor PositionalEncodingImpl::eval_positions(const torch::Tensor& tokens) const {
+  const int64_t T = tokens.numel();
+  if (T > randomize_max_)
+    throw PositionLimitError("randomized positions: " + std::to_string(T) + " tokens > randomize.max_position " +
+                             std::to_string(randomize_max_));
+  // The seed: the length, then every token, each mixed through SplitMix64's finaliser.
+  const auto ids = tokens.to(torch::kCPU, torch::kLong).contiguous();
+  const int64_t* p = ids.data_ptr<int64_t>();
+  Rng mix(static_cast<uint64_t>(T));
+  uint64_t seed = mix.next();
+  for (int64_t i = 0; i < T; ++i) seed = Rng(seed ^ static_cast<uint64_t>(p[i])).next();
+  // T of [0, max_position) without replacement (a partial Fisher-Yates shuffle), then sorted.
+  Rng rng(seed);
+  std::vector<int64_t> all(static_cast<size_t>(randomize_max_));
+  std::iota(all.begin(), all.end(), int64_t{0});
+  for (int64_t i = 0; i < T; ++i) std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(i + rng.below(randomize_max_ - i))]);
+  std::vector<int64_t> draw(all.begin(), all.begin() + T);
+  std::sort(draw.begin(), draw.end());
+  return torch::tensor(draw, torch::kLong).to(tokens.device());  // (T,) sorted, distinct, < max_position
 }
 
 }  // namespace poslab
