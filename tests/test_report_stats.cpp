@@ -88,6 +88,7 @@ TEST(ReportStats, MeanReciprocalRankOverLengthsPastTraining) {
                             row("alibi", 256, {2.6}), row("rope", 256, {2.6}), row("learned", 256, {})}}};
   json rk = mrr_ranking(results, "loss", "model.pos_encoding.kind");
   EXPECT_EQ(rk["scenarios"], 2);  // 128 and 256; 64 is the training length
+  EXPECT_EQ(rk["settings"], 1);
   // alibi ranks 1, 1 (tie at 256 shares rank 1) -> 1.0; rope 2, 1 -> 0.75; learned n/a -> last (3), 3 -> 1/3.
   ASSERT_EQ(rk["items"].size(), 3u);
   EXPECT_EQ(rk["items"][0]["name"], "alibi");
@@ -105,6 +106,7 @@ TEST(ReportStats, MeanReciprocalRankAcrossTasks) {
                             row("b", 16, {0.6}, "exact_match", "task=reverse")}}};
   json rk = mrr_ranking(results, "exact_match", "k");
   EXPECT_EQ(rk["scenarios"], 2);
+  EXPECT_EQ(rk["settings"], 2);  // two tasks at one length
   for (const auto& it : rk["items"]) EXPECT_NEAR(it["mrr"].get<double>(), 0.75, 1e-12) << it.dump();
   // Best is marked within each scenario, so a column holds one per task; the text says so.
   mark_best(results["rows"], "exact_match", "k");
@@ -209,6 +211,35 @@ TEST(ReportStats, RankingFallsBackToLossWhenExactMatchCannotTell) {
   // When exact match does separate them past training, it is kept.
   results["rows"][2]["exact_match_mean"] = 0.3;
   EXPECT_EQ(ranking_with_fallback(results, "exact_match", "k")["metric"], "exact_match");
+}
+
+// The console's ranking line says what a scenario is, and when the ranking is by loss instead of the metric.
+TEST(ReportStats, ConsoleRankingLineSaysItsScenariosAndFallback) {
+  auto both = [](const std::string& item, int L, double em, double loss, const std::string& scenario) {
+    json r = row(item, L, {em}, "exact_match", scenario);
+    json l = summarize_values({loss});
+    r["loss_mean"] = l["mean"], r["loss_ci95"] = l["ci95"], r["params"] = 1000, r["tokens_per_s_mean"] = 5000;
+    return r;
+  };
+  json rows = json::array();
+  for (const std::string task : {"task=copy", "task=reverse"})
+    for (int L : {8, 16, 32})
+      rows.push_back(both("a", L, L == 8 ? 0.9 : 0.0, L / 8.0, task)), rows.push_back(both("b", L, L == 8 ? 1.0 : 0.0, L / 4.0, task));
+  json results = {{"experiment", "t"}, {"metric", "exact_match"}, {"seeds", 1}, {"lengths", {8, 16, 32}},
+                  {"length_unit", "items"}, {"train_length", 8}, {"group_keys", {"k"}}, {"rows", rows},
+                  {"cells", json::array()}};
+  results["ranking"] = ranking_with_fallback(results, "exact_match", "k");
+  const std::string table = format_results_table(results);
+  EXPECT_NE(table.find("ranking by mean reciprocal rank of loss over 4 scenario(s) (2 settings x lengths 16 32): a 1.00 b 0.50\n"
+                       "(exact match is 0.000 for every configuration past the training length, so the ranking is by loss)"),
+            std::string::npos)
+      << table;
+  // Exact match that separates them: ranked by it, no note.
+  results["rows"][2]["exact_match_mean"] = 0.5;  // a at 16, copy
+  results["ranking"] = ranking_with_fallback(results, "exact_match", "k");
+  const std::string kept = format_results_table(results);
+  EXPECT_NE(kept.find("ranking by mean reciprocal rank over 4 scenario(s) (2 settings x lengths 16 32):"), std::string::npos) << kept;
+  EXPECT_EQ(kept.find("so the ranking is by loss"), std::string::npos) << kept;
 }
 
 // A difference the tables print as none (they show 3 decimals) is a tie in the ranking too.

@@ -262,13 +262,19 @@ std::string format_results_table(const json& results) {
   }
   if (results.contains("ranking") && !results["ranking"]["items"].empty()) {
     const auto& rk = results["ranking"];
-    out << "ranking by mean reciprocal rank over " << rk["scenarios"] << " scenario(s) (lengths";
+    // A scenario is one column ranked: a length, or a length under one setting of the other grid keys.
+    const size_t n_settings = rk.value("settings", size_t{1});
+    out << "ranking by mean reciprocal rank" << (rk.contains("fallback") ? " of loss" : "") << " over " << rk["scenarios"]
+        << " scenario(s) (";
+    if (n_settings > 1) out << n_settings << " settings x ";
+    out << "lengths";
     for (const auto& L : rk["lengths"]) out << " " << L;
     out << "):";
     for (const auto& it : rk["items"])
       if (it["mrr"].is_number()) std::snprintf(buf, sizeof buf, " %s %.2f", it["name"].get<std::string>().c_str(),
                                                it["mrr"].get<double>()), out << buf;
     out << "\n";
+    if (rk.contains("fallback")) out << "(" << rk["fallback"].get<std::string>() << ")\n";
   }
   out << format_probe_results(results);
   if (results.contains("what_this_shows")) out << "What this shows: " << results["what_this_shows"].get<std::string>() << "\n";

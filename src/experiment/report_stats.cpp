@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace poslab {
@@ -145,7 +146,10 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
   std::stable_sort(out_items.begin(), out_items.end(), [](const json& a, const json& b) {
     return (a["mrr"].is_number() ? a["mrr"].get<double>() : -1) > (b["mrr"].is_number() ? b["mrr"].get<double>() : -1);
   });
-  return {{"item_key", item_key}, {"metric", metric}, {"scenarios", columns.size()}, {"lengths", lengths}, {"items", out_items}};
+  std::set<std::string> settings;  // the other grid keys' settings each length is ranked under
+  for (const auto& [column, values] : columns) settings.insert(column.first);
+  return {{"item_key", item_key}, {"metric", metric},       {"scenarios", columns.size()}, {"settings", settings.size()},
+          {"lengths", lengths},   {"items", out_items}};
 }
 
 json ranking_with_fallback(const json& results, const std::string& metric, const std::string& item_key) {

@@ -32,7 +32,8 @@ void mark_best(nlohmann::json& rows, const std::string& metric, const std::strin
 
 // Ranks the items (values of `item_key`, normally the encoding) in every scenario (one length past
 // the training length, per combination of the other grid keys); n/a and missing rank last.
-// Returns {"item_key", "metric", "scenarios": N, "lengths": [...], "items": [{"name", "mrr", "ranks"}]},
+// Returns {"item_key", "metric", "scenarios": N, "settings": S (combinations of the other grid keys; N is S
+// times the lengths where every setting has every length), "lengths": [...], "items": [{"name", "mrr", "ranks"}]},
 // items sorted by MRR, best first.
 nlohmann::json mrr_ranking(const nlohmann::json& results, const std::string& metric, const std::string& item_key);
 
