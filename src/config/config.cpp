@@ -296,11 +296,22 @@ void apply_overrides(json& config, const std::vector<std::string>& overrides, co
 
 // ---- typed view and value checks ----
 
+// The node at a dotted key ("data.mqar.gaps") of a config tree; nullptr where absent.
+static const json* find_key(const json& tree, const std::string& key) {
+  const json* node = &tree;
+  std::stringstream parts(key);
+  for (std::string k; std::getline(parts, k, '.');) {
+    if (!node->is_object() || !node->contains(k)) return nullptr;
+    node = &(*node)[k];
+  }
+  return node;
+}
+
+// A key of the merged config, which holds every default: absent only by a mistake here.
 template <typename T>
 static T get(const json& j, const std::string& path) {
-  const json* node = &j;
-  std::stringstream parts(path);
-  for (std::string k; std::getline(parts, k, '.');) node = &node->at(k);
+  const json* node = find_key(j, path);
+  if (!node) throw std::logic_error("config: no default for " + path);
   return node->get<T>();
 }
 
@@ -685,17 +696,6 @@ json config_to_json(const Config& c) {
   return out;
 }
 
-// Whether `tree` holds the dotted `key`.
-static bool holds_key(const json& tree, const std::string& key) {
-  const json* node = &tree;
-  std::stringstream parts(key);
-  for (std::string k; std::getline(parts, k, '.');) {
-    if (!node->is_object() || !node->contains(k)) return false;
-    node = &(*node)[k];
-  }
-  return true;
-}
-
 // Where `key` of a merged config came from: the last --set that gave it, else the nearest file of the
 // "extends" chain that holds it (a file's keys override its parent's). Empty if neither did.
 std::string origin_of(const std::string& key, const std::string& path, const std::vector<std::string>& overrides) {
@@ -704,12 +704,12 @@ std::string origin_of(const std::string& key, const std::string& path, const std
     if (key == set) return "--set " + set;
     if (key.rfind(set + ".", 0) == 0) {  // --set of an object that holds it
       const json value = json::parse(item->substr(item->find('=') + 1), nullptr, /*allow_exceptions=*/false);
-      if (holds_key(value, key.substr(set.size() + 1))) return "--set " + set;
+      if (find_key(value, key.substr(set.size() + 1))) return "--set " + set;
     }
   }
   for (std::string file = path;;) {  // the chain has no cycle: load_config_json refused one already
     const json layer = read_json_file(file);
-    if (holds_key(layer, key)) return file;
+    if (find_key(layer, key)) return file;
     if (!layer.contains("extends") || !layer["extends"].is_string()) return "";
     file = resolve_relative(file, layer["extends"].get<std::string>());
   }
@@ -743,19 +743,6 @@ std::string data_file_without_kind(const std::string& key, const std::string& un
          " and its default, task, reads no file: set data.kind to " + data_key_kind(key);
 }
 
-// The value of a dotted data key ("data.mqar.gaps") in a merged config; null where absent.
-static json data_value(const json& j, const std::string& key) {
-  const json* node = &j;
-  for (size_t start = 0; start <= key.size();) {
-    const size_t dot = std::min(key.find('.', start), key.size());
-    const std::string part = key.substr(start, dot - start);
-    if (!node->is_object() || !node->contains(part)) return json();
-    node = &(*node)[part];
-    start = dot + 1;
-  }
-  return *node;
-}
-
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
   json j = load_config_json(path);
   apply_overrides(j, overrides);
@@ -764,18 +751,19 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
   // given, even task, is a choice (a grid's base may name files that its task cells ignore).
   if (origin_of("data.kind", path, overrides).empty())
     for (const std::string& key : data_file_keys()) {
-      const json value = data_value(j, key);
-      if (!value.is_string() || value.get<std::string>().empty()) continue;
+      const json* value = find_key(j, key);
+      if (!value || !value->is_string() || value->get<std::string>().empty()) continue;
       if (const std::string origin = origin_of(key, path, overrides); !origin.empty())
         throw ConfigError(origin + ": " + data_file_without_kind(key));
     }
   // A data key given on the command line for a kind that reads another (--set data.dir=X on a text config,
   // --set data.max_len=40 on one): the run would train on the config's own data as if it were not there. In
   // files a base may hold keys its kinds ignore (a grid's base serves cells of several kinds).
-  const std::string kind = data_value(j, "data.kind").is_string() ? data_value(j, "data.kind").get<std::string>() : "task";
+  const json* given_kind = find_key(j, "data.kind");
+  const std::string kind = given_kind && given_kind->is_string() ? given_kind->get<std::string>() : "task";
   for (const auto& [key, wants] : data_key_kinds()) {
-    const json value = data_value(j, key);
-    if (kind == wants || value.is_null() || value == json("")) continue;  // "" clears a file key
+    const json* value = find_key(j, key);
+    if (kind == wants || !value || value->is_null() || *value == json("")) continue;  // "" clears a file key
     if (const std::string origin = origin_of(key, path, overrides); origin.rfind("--set", 0) == 0)
       throw ConfigError(origin + ": " + key + " is read by data.kind " + wants + ", but data.kind is " + kind +
                         ": add --set data.kind=" + wants);
