@@ -73,8 +73,12 @@ static ConfigError as_flag_error(const ConfigError& e) {
       {"model.pos_encoding.bits", "--bits"}, {"model.n_embd", "--dim"}, {"model.n_head", "--heads"},
       {"model.block_size", "--positions"}, {"model.pos_encoding.plugin", "--plugin"}};
   std::string what = e.what();
-  for (const auto& [key, flag] : flags)
-    for (auto at = what.find(key); at != std::string::npos; at = what.find(key)) what.replace(at, key.size(), flag);
+  auto replace_all = [&](const std::string& from, const std::string& to) {
+    for (auto at = what.find(from); at != std::string::npos; at = what.find(from, at + to.size())) what.replace(at, from.size(), to);
+  };
+  replace_all("--set model.pos_encoding.", "--option ");  // what --option KEY=VALUE became
+  for (const auto& [key, flag] : flags) replace_all(key, flag);
+  replace_all("model.pos_encoding.", "--option ");  // the other keys of the section: only --option sets them
   return ConfigError(what);
 }
 
@@ -85,6 +89,7 @@ struct PeOpts {
   int64_t positions = 0, dim = 0, heads = 1, bits = 16, block_size = 0, randomize = 0, seed = 0;
   double base = 10000, scale = 0, factor = 1;
   std::string params, rope_scaling = "none";
+  std::vector<std::string> options;  // --option KEY=VALUE: model.pos_encoding.KEY
   int64_t original_length = 0;
 };
 
@@ -189,6 +194,9 @@ void add_pe(CLI::App& app) {
       ->check(positive_integer());
   cmd->add_option("--heads", o->heads, "Heads H (bias kinds; default 1)")->check(positive_integer());
   cmd->add_option("--param", o->params, "Parameters to inspect at: kerple r1=..,r2=..; fire c=..,L=..");
+  cmd->add_option("--option", o->options, "KEY=VALUE sets model.pos_encoding.KEY as a config would (a kind's own "
+                                          "keys, e.g. npos=8 for cope, or a plug-in's options); repeatable")
+      ->type_name("KEY=VALUE");
   cmd->add_option("--randomize", o->randomize, "Print the sorted positions a randomized run draws from [0, MAX)")
       ->check(positive_integer());
   cmd->add_option("--seed", o->seed, "Seed for --randomize (default 0)");
@@ -241,7 +249,16 @@ void add_pe(CLI::App& app) {
                              {{"kind", o->rope_scaling}, {"factor", o->factor}, {"original_length", o->original_length}}}}}}}};
     Config c;
     try {
-      c = config_from_json(j);
+      std::vector<std::string> sets;
+      for (const auto& item : o->options) {
+        if (item.find('=') == std::string::npos || item.front() == '=')
+          throw ConfigError("--option " + item + ": expected KEY=VALUE (a key of model.pos_encoding)");
+        sets.push_back("model.pos_encoding." + item);
+      }
+      nlohmann::json full = default_config_json();  // --option may name any key of the section
+      merge_config(full, j, "pe");
+      apply_overrides(full, sets);  // a path among them: from the working directory
+      c = config_from_json(full);
     } catch (const ConfigError& e) {
       throw as_flag_error(e);
     }

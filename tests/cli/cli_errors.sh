@@ -109,6 +109,10 @@ expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POS
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --original-length 2
 expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling yarn --factor 1
 expect_fail 2 "--dim must be even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+expect_fail 2 "--option npos must be positive, got 0" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option npos=0
+expect_fail 2 "--option nps: unknown key" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option nps=3
+expect_fail 2 "--option =3: expected KEY=VALUE" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option =3
+expect_fail 2 "--option npos: expected KEY=VALUE" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option npos
 expect_fail 2 "--param 'r1': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1
 expect_fail 2 "--param 'r1=x': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1=x
 expect_fail 2 "--param c: not a parameter of kerple_power (known: r1, r2)" -- "$POSLAB" pe --kind kerple_power --positions 4 --dim 8 --param c=1

@@ -165,4 +165,16 @@ for (h, i, j), v in bias.items():
 sigma = {int(h): float(v) for t, h, _, _, v in rows[1:] if t == "sigma"}
 assert sigma == {0: 4.0, 1: 8.0}, sigma
 PYEOF
+"$P/bin/poslab" pe --plugin "$SO" --kind gaussian_bias -n 6 -d 4 --heads 2 --option gauss_sigma=1.5 > pe-opt.csv 2> pe-opt.err
+check "pe --option sets the plug-in's option: widths 1.5 * 2^h, and the bias with them" $PY - pe-opt.csv <<'PYEOF'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+sigma = {int(h): float(v) for t, h, _, _, v in rows[1:] if t == "sigma"}
+assert sigma == {0: 1.5, 1: 3.0}, sigma
+for t, h, i, j, v in rows[1:]:
+    if t == "bias":
+        want = -((int(i) - int(j)) ** 2) / (2 * (1.5 * 2 ** int(h)) ** 2)
+        assert abs(float(v) - want) <= 1e-5 * max(1, abs(want)), ((h, i, j), v, want)
+PYEOF
+expect_fail 2 "--option gauss_sigma must be a number" -- "$P/bin/poslab" pe --plugin "$SO" --kind gaussian_bias -n 6 -d 4 --option gauss_sigma=wide
 finish

@@ -36,6 +36,19 @@ out=$("$POSLAB" pe --kind rope --dim 16 --positions 4 --rope-scaling yarn --fact
 check "pe --rope-scaling yarn csv prints inv_freq and attention_factor" \
   bash -c "printf '%s' \"\$1\" | grep -q '^\"inv_freq\",7,,,' && printf '%s' \"\$1\" | grep -q '^\"attention_factor\",,,,1\.1386'" _ "$out"
 
+# --option sets a kind's own keys: T5's buckets with 4 buckets out to distance 16, from the T5 formula
+# (causal: n = i - j; exact below num_buckets/2, then logarithmic up to max_distance, capped).
+"$POSLAB" pe --kind t5 --positions 40 --dim 8 --option num_buckets=4 --option max_distance=16 --format json > t5.json 2> t5.err
+check "pe --option num_buckets=4 --option max_distance=16: t5 buckets by the published formula" /usr/bin/python3 -c '
+import json, math
+b = json.load(open("t5.json"))["buckets"]
+def bucket(n, nb=4, md=16):
+    exact = nb // 2
+    return n if n < exact else min(nb - 1, exact + int(math.log(n / exact) / math.log(md / exact) * (nb - exact)))
+assert len(b) == 40
+assert all(b[i][j] == bucket(i - j) for i in range(40) for j in range(i + 1))
+assert {b[i][j] for i in range(40) for j in range(i + 1)} == {0, 1, 2, 3}'
+
 # Text: the end-of-training eval.json holds the documented fields and scores the same targets at
 # every length and in both protocols (the whole validation split).
 printf '{"data": {"kind": "text", "path": "%s"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16,
