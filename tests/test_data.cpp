@@ -8,6 +8,7 @@
 #include "data/corpus.h"
 #include "data/tasks.h"
 #include "data/tokenizer.h"
+#include "tokenize/utf8_split.h"
 #include "test_util.h"
 
 using namespace poslab;
@@ -227,6 +228,28 @@ TEST(Tokenizer, RoundTripAndErrors) {
   }
   // Their neighbours are text: the last code points before and after the surrogates, and U+10FFFF.
   EXPECT_EQ(split_utf8("\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\xf0\x9f\x98\x80", "f.txt").size(), 4u);
+}
+
+// poslab-tokenize's streamed check refuses what the char-level reader does, within a buffer and across
+// a buffer's end (a sequence carried into the next buffer), and passes the same neighbours.
+TEST(Tokenizer, StreamedUtf8CheckAgreesWithTheCharReader) {
+  const std::vector<std::string> bad = {"a\xc0\xaf", "a\xe0\x80\xaf", "a\xed\xa0\x80", "a\xed\xbf\xbf", "a\xf4\x90\x80\x80",
+                                        "a\xff", "a\xe2\x82"};
+  for (const auto& s : bad) {
+    size_t carry = 0;
+    EXPECT_EQ(tok::invalid_utf8_at(s.data(), s.size(), 100, /*more=*/false, &carry), 101) << ::testing::PrintToString(s);
+    EXPECT_THROW(split_utf8(s, "f.txt"), ConfigError) << ::testing::PrintToString(s);
+    // Cut after the lead byte: carried while more follows, then refused with the rest.
+    if (s.size() > 2) {
+      EXPECT_EQ(tok::invalid_utf8_at(s.data(), 2, 0, /*more=*/true, &carry), -1) << ::testing::PrintToString(s);
+      EXPECT_EQ(carry, 1u);
+      EXPECT_EQ(tok::invalid_utf8_at(s.data() + 1, s.size() - 1, 1, /*more=*/false, &carry), 1) << ::testing::PrintToString(s);
+    }
+  }
+  const std::string good = "\xed\x9f\xbf\xee\x80\x80\xf4\x8f\xbf\xbf\xf0\x9f\x98\x80" "e\xcc\x81";  // split: \x80e would be one escape
+  size_t carry = 0;
+  EXPECT_EQ(tok::invalid_utf8_at(good.data(), good.size(), 0, /*more=*/false, &carry), -1);
+  EXPECT_EQ(split_utf8(good, "f.txt").size(), 6u);
 }
 
 // nanoGPT's itos may hold words, not characters (a word-level prepare.py): a prompt is matched to the

@@ -15,6 +15,7 @@ import os
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from plots import style
 
@@ -49,6 +50,23 @@ def na_note(data):
 def run_label(data):
     return "%s on %s, trained at %s %s" % (data.get("encoding", "?"), data.get("data", "?"),
                                           style.fmt_g(data.get("train_length")), data.get("length_unit", "tokens"))
+
+
+def sequences_note(rows, unit):
+    """'8 validation sequences', or '8 validation sequences (2 at 8000 tokens)' where a length's split held fewer:
+    the counts attention.json records per length, not the count requested."""
+    counts = [(r.get("sequences"), r["length"]) for r in rows if style.finite(r.get("sequences"))]
+    if not counts:
+        return "the validation sequences"
+    most = max(c for c, _ in counts)
+    fewer = {}
+    for c, length in counts:
+        if c != most:
+            fewer.setdefault(c, []).append("%g" % length)
+    text = "%d validation sequence%s" % (most, "" if most == 1 else "s")
+    if fewer:
+        text += " (%s)" % ", ".join("%d at %s %s" % (c, " and ".join(ls), unit) for c, ls in fewer.items())
+    return text
 
 
 def uniform_reference(key, tokens):
@@ -97,9 +115,9 @@ def plot_stats(data, path):
                        label="layer %d" % l) for l in range(L)]
     leg = fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 0.93), frameon=False,
                      title="colour: head\nline: layer")
-    seqs = rows[0].get("sequences") if rows else 0
-    title = fig.suptitle("attention statistics: %s\n(mean over %s validation sequence%s and all queries%s)"
-                         % (run_label(data), seqs, "" if seqs == 1 else "s", na_note(data)), fontsize=13)
+    title = fig.suptitle("attention statistics: %s\n(mean over %s and all queries%s)"
+                         % (run_label(data), sequences_note(rows, data.get("length_unit", "tokens")), na_note(data)),
+                         fontsize=13)
     fig.tight_layout()
     style.save(fig, path, [leg, title])
 
@@ -117,6 +135,26 @@ def pick_map_lengths(data):
     return [rows[0]] if len(rows) == 1 else [rows[0], rows[-1]]
 
 
+def map_value_label(blocks, log="log scale"):
+    """The colour bar's label for maps pooled in these blocks: a pooled cell is the attention of a block's queries
+    (their mean) on a block of keys (the sum of its probabilities), no longer one probability."""
+    pooled = sorted(set(b for b in blocks if b > 1))
+    if not pooled:
+        what = "attention probability"
+    elif len(pooled) == len(set(blocks)):
+        what = "attention summed over each block of %s keys" % " or ".join("%d" % b for b in pooled)
+    else:
+        what = "attention probability, summed over each block of keys where pooled"
+    return "%s (%s; grey: future)" % (what, log)
+
+
+def map_axes(ax):
+    """Positions are whole numbers: integer ticks even on a map of a few tokens."""
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(labelsize=7)
+
+
 def causal_map(m, block, tokens):
     """A pooled map with the blocks entirely in the future masked (nan) for display."""
     m = np.array(m, dtype=float)
@@ -124,6 +162,12 @@ def causal_map(m, block, tokens):
     q = np.arange(n)[:, None] * block          # first query of a row block
     k = np.arange(n)[None, :] * block          # first key of a column block
     return np.where(k <= q + block - 1, m, np.nan)
+
+
+def map_extent(m, block):
+    """Cell j covers positions j·block .. j·block + block − 1: with half a position on each side, a tick at
+    position p sits on the middle of its (unpooled) cell."""
+    return (-0.5, m.shape[1] * block - 0.5, m.shape[0] * block - 0.5, -0.5)
 
 
 def plot_maps(data, path):
@@ -149,14 +193,14 @@ def plot_maps(data, path):
                 m = causal_map(r["maps"][l][h], block, T)
                 im = style.heatmap(ax, m, "layer %d, head %d" % (l, h), "key" if l == L - 1 else "",
                                    "query" if h == 0 else "", "", cmap=style.SEQUENTIAL, log=True, vmin=1e-4,
-                                   vmax=1.0, extent=(0, m.shape[1] * block, m.shape[0] * block, 0), colorbar=False)
-                ax.tick_params(labelsize=7)
+                                   vmax=1.0, extent=map_extent(m, block), colorbar=False)
+                map_axes(ax)
         ratio = " (%gx)" % (r["length"] / tl) if style.finite(tl) and tl else ""
-        pooled = "" if block == 1 else ", pooled in blocks of %d" % block
+        pooled = "" if block == 1 else ", pooled in blocks of %d (keys summed, queries averaged)" % block
         sub.suptitle("length %g %s%s: %d tokens%s" % (r["length"], data.get("length_unit", "tokens"), ratio, T, pooled),
                      fontsize=11)
     cb = subfigs[-1].colorbar(im, ax=subfigs[-1].get_axes(), fraction=0.03, pad=0.02)
-    cb.set_label("attention probability (log scale; grey: future)")
+    cb.set_label(map_value_label([r.get("map_block", 1) for r in picks]))
     fig.suptitle("attention maps of validation sequence %s: %s" % (picks[0].get("example", 0), run_label(data)),
                  fontsize=13, y=1.04)
     style.save(fig, path)
@@ -229,7 +273,7 @@ def plot_compare(cells, groups, colors, path, title):
     for ax in maps_axes[len(groups):]:
         ax.axis("off")
     maps_axes = maps_axes[:len(groups)]
-    im = None
+    im, blocks = None, []
     for ax, g in zip(maps_axes, groups):
         name, data = by_group[g][0]
         rows = [r for r in ok_entries(data) if r.get("maps")]
@@ -242,13 +286,14 @@ def plot_compare(cells, groups, colors, path, title):
         last = np.array(r["maps"][-1], dtype=float).mean(axis=0)  # last layer, mean over heads
         block = r.get("map_block", 1)
         m = causal_map(last, block, r["tokens"])
+        blocks.append(block)
         im = style.heatmap(ax, m, "%s at %g %s" % (g, r["length"], unit), "key", "query" if ax is maps_axes[0] else "",
-                           "", cmap=style.SEQUENTIAL, log=True, vmin=1e-4, vmax=1.0,
-                           extent=(0, m.shape[1] * block, m.shape[0] * block, 0), colorbar=False)
-        ax.tick_params(labelsize=7)
+                           "", cmap=style.SEQUENTIAL, log=True, vmin=1e-4, vmax=1.0, extent=map_extent(m, block),
+                           colorbar=False)
+        map_axes(ax)
     if im is not None:
         cb = bottom.colorbar(im, ax=list(maps_axes), fraction=0.012, pad=0.01)
-        cb.set_label("attention probability (log)")
+        cb.set_label(map_value_label(blocks, "log"))
     bottom.suptitle("each encoding's attention map at its longest evaluated length (last layer, mean over heads, "
                     "first cell of the group)", fontsize=11)
     style.save(fig, path)

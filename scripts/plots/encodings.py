@@ -13,6 +13,7 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import MaxNLocator
 
 from plots import style
 
@@ -152,20 +153,57 @@ def plot_by_base(fig, data):
 # Rotary
 
 
+def qk_formula(data, pairs):
+    """What the q·k curve is, from the keys the JSON has: a plain rotation, times per-pair scales (an (N, D/2)
+    `scale`: xpos multiplies q_m by s_i(m) and k_n by 1/s_i(n)), times the square of an `attention_factor`
+    (yarn multiplies cos and sin by it)."""
+    one = pairs == 1
+    term = "2cos(d·θ)" if one else "2cos(d·θ_i)"
+    scales = isinstance(data.get("scale"), list)  # a number is an additive kind's scale, not drawn here
+    if scales:
+        term += "·s(d)/s(0)" if one else "·s_i(d)/s_i(0)"
+    total = term if one else "Σ_i " + term
+    af = data.get("attention_factor")
+    what = ["xPos scales"] if scales else []
+    if style.finite(af) and af != 1:
+        total = "a²·" + total
+        what.append("attention factor² (a = %s)" % style.fmt_g(af, 3))
+    return ("rotation × %s: %s" % (" × ".join(what), total)) if what else "plain rotation: " + total
+
+
 def plot_rotary(fig, data):
     n = n_positions(data)
     panels = (1 if "angles" in data else 0) + (2 if "qk" in data else 0) + (1 if "angles" in data else 0)
     gs = fig.add_gridspec(1, max(1, panels), wspace=0.5)
     col = 0
-    if "angles" in data:
-        angles = style.array(data["angles"])  # (N, D/2)
-        style.heatmap(fig.add_subplot(gs[0, col]), np.mod(angles, 2 * math.pi),
-                      "rotation angle p·θ_i mod 2π per pair", "pair i (dims 2i, 2i+1)", "position p",
-                      "angle (radians)", cmap=style.CYCLIC, symmetric=False, vmin=0, vmax=2 * math.pi,
-                      extent=(-0.5, angles.shape[1] - 0.5, n - 0.5, -0.5))
+    angles = style.array(data["angles"]) if "angles" in data else None  # (N, D/2)
+    if angles is not None and angles.ndim == 1:
+        angles = angles[:, None]
+    npairs = angles.shape[1] if angles is not None else max(1, int(data.get("dim", 2)) // 2)
+    if angles is not None:
+        ax = fig.add_subplot(gs[0, col])
+        if npairs > 1:
+            style.heatmap(ax, np.mod(angles, 2 * math.pi),
+                          "rotation angle p·θ_i mod 2π per pair", "pair i (dims 2i, 2i+1)", "position p",
+                          "angle (radians)", cmap=style.CYCLIC, symmetric=False, vmin=0, vmax=2 * math.pi,
+                          extent=(-0.5, npairs - 0.5, n - 0.5, -0.5))
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        else:  # one pair (a head of 2 dims): a one-column heat map says little; its angle as a curve
+            x, y = np.arange(n, dtype=float), np.mod(angles[:, 0], 2 * math.pi)
+            wraps = np.where(np.diff(y) < 0)[0] + 1  # no line back down where the angle completes a turn
+            ax.plot(np.insert(x, wraps, np.nan), np.insert(y, wraps, np.nan), color="C4", marker="o",
+                    markersize=2.5, linewidth=1.0)
+            ax.set_ylim(-0.2, 2 * math.pi + 0.2)
+            ax.set_yticks([0, math.pi, 2 * math.pi])
+            ax.set_yticklabels(["0", "π", "2π"])
+            ax.set_xlabel("position p")
+            ax.set_ylabel("angle (radians)")
+            ax.set_title("rotation angle p·θ mod 2π\n(one pair: dims 0, 1; θ = %s)"
+                         % style.fmt_g(angles[1, 0] if n > 1 else 0, 3), fontsize=10)
+            ax.grid(True, alpha=0.3)
         col += 1
         ax = fig.add_subplot(gs[0, col])
-        pairs = sorted(set([0, 1, angles.shape[1] // 4, angles.shape[1] // 2, angles.shape[1] - 1]))
+        pairs = sorted(set(i for i in (0, 1, npairs // 4, npairs // 2, npairs - 1) if i < npairs))
         cmap = plt.get_cmap("plasma")
         for k, i in enumerate(pairs):
             ax.plot(np.arange(1, n), angles[1:, i], color=cmap(k / len(pairs)), linewidth=1.5,
@@ -174,7 +212,8 @@ def plot_rotary(fig, data):
         ax.set_yscale("log")
         ax.set_xlabel("position p")
         ax.set_ylabel("angle p·θ_i (radians, log scale)")
-        ax.set_title("angles grow linearly; slow pairs barely turn", fontsize=10)
+        ax.set_title("angles grow linearly; slow pairs barely turn" if npairs > 1 else
+                     "the angle grows linearly with position\n(one pair)", fontsize=10)
         ax.legend(fontsize=7, loc="lower right")
         ax.grid(True, alpha=0.3)
         col += 1
@@ -189,10 +228,18 @@ def plot_rotary(fig, data):
         envelope = np.maximum.accumulate(np.abs(score)[::-1])[::-1]
         ax.plot(np.arange(n), score, color="C0", linewidth=1.2, label="q·k at distance d")
         ax.plot(np.arange(n), envelope, color="C3", linestyle="--", linewidth=1.4, label="max |q·k| at distance ≥ d")
+        formula = qk_formula(data, npairs)
+        if isinstance(data.get("scale"), list) and angles is not None:
+            # xpos: the same rotation without its scales, for comparison (angles[d] = d·θ_i)
+            af = data.get("attention_factor")
+            a2 = float(af) ** 2 if style.finite(af) else 1.0
+            ax.plot(np.arange(n), a2 * 2 * np.cos(angles).sum(axis=1), color="0.45", linestyle=":", linewidth=1.3,
+                    label="plain rotation %s (no scales)" % ("Σ_i 2cos(d·θ_i)" if npairs > 1 else "2cos(d·θ)"))
         ax.axhline(0, color="0.5", linewidth=0.8)
         ax.set_xlabel("relative distance d = m − n (positions)")
         ax.set_ylabel("q·k (all-ones q, k)")
-        ax.set_title("long-term decay of q·k with distance\n(plain rotation: Σ_i 2cos(d·θ_i))", fontsize=10)
+        ax.set_title("%s\n(%s)" % ("long-term decay of q·k with distance" if npairs > 1 else
+                                    "q·k against distance, one pair", formula), fontsize=10)
         ax.legend(fontsize=8)
         ax.grid(True, alpha=0.3)
 
@@ -217,8 +264,9 @@ def plot_bias(fig, data):
         # plot below compares the heads on one axis.
         style.heatmap(ax, np.where(causal, bias[h], np.nan), label, "key j", "query i" if h % cols == 0 else "",
                       "bias" if h % cols == cols - 1 else "")
+    note = learned_note(data)
     fig.suptitle("bias added to the attention logit, per head (grey: future keys, masked)%s"
-                 % ("; learned: shown at initialisation" if data.get("trainable") else ""), fontsize=11)
+                 % ("; " + note if note else ""), fontsize=11)
     ax = fig.add_subplot(gs[rows, :])
     cmap = plt.get_cmap("viridis")
     for h in range(H):
@@ -270,29 +318,86 @@ def other_arrays(data):
     return out
 
 
+# What the axes of the arrays above are, by key (what `poslab pe` emits under that name); an array not
+# listed gets generic axes. causal: a (query, key) matrix whose keys after the query are masked in a model,
+# so drawn blank (grey) rather than as the 0 the encoding writes there.
+QUERY_KEY = dict(x="key position j", y="query position i", causal=True)
+PAIR = "pair i (dims 2i, 2i+1)"
+OTHER_AXES = {
+    "buckets": dict(QUERY_KEY, value="bucket (shared by every head)", about="T5's bucket of i − j"),
+    "fire_input": dict(QUERY_KEY, value="MLP input", about="the MLP's input,\nlog(c(i − j) + 1) / log(c·max(i, L) + 1)"),
+    "scale": dict(x=PAIR, y="position p", value="scale s_i(p)",
+                  about="xPos scales,\nq_m times s_i(m), k_n divided by s_i(n)"),
+    "zeta": dict(x=PAIR, value="ζ_i", about="xPos ζ_i per pair"),
+    "inv_freq": dict(x=PAIR, value="θ_i (radians per position)", about="frequency θ_i per pair"),
+    "r1": dict(x="head", value="r1", about="per head"),
+    "r2": dict(x="head", value="r2", about="per head"),
+    "pos_emb": dict(x="position (count of gated keys)", y="head dim", value="embedding value",
+                    about="position embeddings"),
+    "positions": dict(x="draw (sorted)", value="position", about="randomized positions"),
+}
+
+
+def param_options(data):
+    """The --param values in the JSON's options: every option that is not one of pe's own flags."""
+    opts = data.get("options") or {}
+    return [(k, v) for k, v in sorted(opts.items()) if k not in PE_FLAGS]
+
+
+PE_FLAGS = {"base", "bits", "scale", "heads", "rope_scaling", "factor", "original_length"}
+
+
+def learned_note(data):
+    """'' for an encoding without parameters; else what the pictures show of them: the initialisation, or the
+    values given with --param (the JSON's options)."""
+    if not data.get("trainable"):
+        return ""
+    given = param_options(data)
+    if not given:
+        return "learned parameters: shown at initialisation"
+    return "learned parameters: shown at %s as given by --param, any other at initialisation" \
+        % ", ".join(style.fmt_option(k, v) for k, v in given)
+
+
 def plot_other(fig, data):
     arrays = other_arrays(data)
-    gs = fig.add_gridspec(1, max(3, len(arrays)), wspace=0.5)
+    gs = fig.add_gridspec(1, max(3, len(arrays)), wspace=0.5, top=0.76)  # room for 3-line titles
     for i, (key, a) in enumerate(arrays):
         ax = fig.add_subplot(gs[0, i])
+        axes = OTHER_AXES.get(key, {})
+        about = (": " + axes["about"]) if "about" in axes else ""
         shape = "×".join(str(s) for s in a.shape)
-        if a.ndim == 1:
+        if a.ndim == 2 and a.shape[1] == 1:  # one column (e.g. one rotary pair): a curve against the rows
+            a, axes = a[:, 0], dict(axes, x=axes.get("y", "index"))
+        if a.ndim == 1 and a.size == 1:  # a single number (one head, one pair): say it
+            ax.axis("off")
+            ax.text(0.0, 0.6, "%s = %s%s" % (key, style.fmt_g(float(a[0])), "\n(%s)" % axes["about"] if "about" in axes
+                                               else ""), fontsize=11, va="center", transform=ax.transAxes)
+        elif a.ndim == 1:
             ax.plot(np.arange(a.size), a, marker="o", markersize=3, linewidth=1.4, color="C%d" % (i % 10))
-            ax.set_xlabel("index")
-            ax.set_ylabel(key)
+            ax.set_xlabel(axes.get("x", "index"))
+            ax.set_ylabel(axes.get("value", key))
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.grid(True, alpha=0.3)
-            ax.set_title("%s (%s)" % (key, shape), fontsize=10)
+            ax.set_title("%s (%s)%s" % (key, shape, about), fontsize=10)
         elif np.nanmin(a) == np.nanmax(a):  # e.g. parameters initialised to zero: say so, not a flat colour
             ax.axis("off")
             ax.text(0.0, 0.6, "%s (%s):\nevery value is %s" % (key, shape, style.fmt_g(float(np.nanmin(a)))),
                     fontsize=11, va="center", transform=ax.transAxes)
         else:
             m = a if a.ndim == 2 else a[0]  # a 3-D array: its first slice (e.g. head 0)
+            masked = ""
+            if axes.get("causal") and m.shape[0] == m.shape[1]:
+                m = np.where(np.tril(np.ones(m.shape)) > 0, m, np.nan)
+                masked = "\n(grey: keys after the query, masked)"
             signed = bool((m[np.isfinite(m)] < 0).any())
-            style.heatmap(ax, m, "%s (%s%s)" % (key, shape, ", first slice" if a.ndim == 3 else ""), "column",
-                          "row", key, cmap=style.DIVERGING if signed else style.SEQUENTIAL, symmetric=signed)
-    fig.suptitle("other numbers this encoding emits%s"
-                 % (" (learned parameters: shown at initialisation)" if data.get("trainable") else ""), fontsize=11,
+            style.heatmap(ax, m, "%s (%s%s)%s%s" % (key, shape, ", first slice" if a.ndim == 3 else "", about, masked),
+                          axes.get("x", "column"), axes.get("y", "row"), axes.get("value", key),
+                          cmap=style.DIVERGING if signed else style.SEQUENTIAL, symmetric=signed)
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    note = learned_note(data)
+    fig.suptitle("other numbers this encoding emits%s" % (" (%s)" % note if note else ""), fontsize=11,
                  x=0.01, ha="left")
 
 

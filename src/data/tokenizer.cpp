@@ -8,24 +8,12 @@
 
 #include "config/config.h"
 #include "data/sentencepiece.h"
+#include "util/utf8.h"
 
 namespace poslab {
 
 size_t utf8_char_length(const std::string& text, size_t i) {
-  const auto at = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
-  const unsigned char c = at(0);
-  const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (len == 0 || i + len > text.size()) return 0;
-  uint32_t cp = len == 1 ? c : len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-  for (size_t k = 1; k < len; ++k) {
-    if ((at(k) >> 6) != 0x2) return 0;
-    cp = cp << 6 | (at(k) & 0x3F);
-  }
-  // The shortest form only, no UTF-16 surrogate halves (a lone one, as Python's surrogatepass writes it,
-  // is not text: JSON refuses it), nothing past U+10FFFF.
-  static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-  if (cp < kMin[len] || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) return 0;
-  return len;
+  return i < text.size() ? utf8_char_at(reinterpret_cast<const unsigned char*>(text.data()) + i, text.size() - i) : 0;
 }
 
 std::vector<std::string> split_utf8(const std::string& text, const std::string& source) {

@@ -292,7 +292,9 @@ void tokenize(const TokenizeOptions& o) {
     if (!fs::is_regular_file(p))  // a pipe (<(zcat ...), /dev/stdin) or device: the text is read more than once
       throw InputError(input_name + p + ": not a regular file (a pipe or device?): the text is read more than once, "
                                         "so write it to a file first");
-    poslab::tok::check_utf8_file(p, input_name + p);
+    if (const int64_t markers = poslab::tok::check_utf8_file(p, input_name + p))
+      std::cerr << "poslab: warning: " << input_name << p << ": holds " << markers
+                << " U+2581 ('\xe2\x96\x81'), SentencePiece's space marker: each decodes as a space\n";
     total += static_cast<int64_t>(fs::file_size(p));
   }
   std::vector<Segment> train, val;
@@ -387,6 +389,8 @@ void encode(const std::string& model, const std::string& source) {
   size_t carry = 0;
   const int64_t bad = poslab::tok::invalid_utf8_at(text.data(), text.size(), 0, false, &carry);
   if (bad >= 0) throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(bad));
+  if (text.find(poslab::tok::kSpaceMarker) != std::string::npos)
+    std::cerr << "poslab: warning: " << source << " holds U+2581 ('\xe2\x96\x81'), SentencePiece's space marker: it decodes as a space\n";
   std::vector<int> ids;
   const auto st = sp.Encode(text, &ids);
   if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());

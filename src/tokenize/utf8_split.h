@@ -5,7 +5,10 @@
 #include <fstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "util/utf8.h"
 
 namespace poslab::tok {
 
@@ -14,41 +17,40 @@ struct InputError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Length of the UTF-8 sequence starting with byte c (0: not a lead byte).
-inline int utf8_length(unsigned char c) {
-  return c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-}
-
-// Offset of the first invalid UTF-8 sequence in [data, data+n) with `base` added, or -1. A sequence cut
-// by the end of the buffer counts as valid only when `more` (the next buffer continues it); then
-// `*carry` is how many trailing bytes to carry into the next buffer.
+// Offset of the first character in [data, data+n) that is not well-formed UTF-8 (util/utf8.h), with `base`
+// added, or -1. A sequence cut by the end of the buffer counts as valid only when `more` (the next buffer
+// continues it); then `*carry` is how many trailing bytes to carry into the next buffer.
 inline int64_t invalid_utf8_at(const char* data, size_t n, int64_t base, bool more, size_t* carry) {
+  const auto* p = reinterpret_cast<const unsigned char*>(data);
   size_t i = 0;
   *carry = 0;
   while (i < n) {
-    const int len = utf8_length(static_cast<unsigned char>(data[i]));
+    const size_t len = utf8_lead_length(p[i]);
     if (len == 0) return base + static_cast<int64_t>(i);
     if (i + len > n) {
       for (size_t k = i + 1; k < n; ++k)
-        if ((static_cast<unsigned char>(data[k]) >> 6) != 0x2) return base + static_cast<int64_t>(i);
+        if ((p[k] >> 6) != 0x2) return base + static_cast<int64_t>(i);
       if (!more) return base + static_cast<int64_t>(i);
       *carry = n - i;
       return -1;
     }
-    for (int k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(data[i + k]) >> 6) != 0x2) return base + static_cast<int64_t>(i);
+    if (utf8_char_at(p + i, len) == 0) return base + static_cast<int64_t>(i);
     i += len;
   }
   return -1;
 }
 
-// Reads `path` in 1 MiB blocks and refuses it, naming the byte, at the first invalid UTF-8.
-inline void check_utf8_file(const std::string& path, const std::string& source) {
+// SentencePiece's space marker, U+2581 ('▁'): text holding it decodes with a space in its place.
+inline constexpr char kSpaceMarker[] = "\xe2\x96\x81";
+
+// Reads `path` in 1 MiB blocks and refuses it, naming the byte, at the first invalid UTF-8. Returns how many
+// U+2581 it holds (a sequence cut by a block's end is carried whole into the next, so none is missed).
+inline int64_t check_utf8_file(const std::string& path, const std::string& source) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(source + ": cannot read");
   std::vector<char> buf(1 << 20);
   size_t carry = 0;
-  int64_t base = 0;
+  int64_t base = 0, markers = 0;
   while (true) {
     in.read(buf.data() + carry, static_cast<std::streamsize>(buf.size() - carry));
     const size_t n = carry + static_cast<size_t>(in.gcount());
@@ -57,7 +59,9 @@ inline void check_utf8_file(const std::string& path, const std::string& source) 
     if (bad >= 0)
       throw InputError(source + ": invalid UTF-8 at byte " + std::to_string(bad) +
                        " (the tokenizer needs UTF-8 text; convert the file, e.g. with iconv)");
-    if (!more) return;
+    const std::string_view whole(buf.data(), n - carry);
+    for (size_t at = whole.find(kSpaceMarker); at != std::string_view::npos; at = whole.find(kSpaceMarker, at + 3)) ++markers;
+    if (!more) return markers;
     std::copy(buf.begin() + static_cast<std::ptrdiff_t>(n - carry), buf.begin() + static_cast<std::ptrdiff_t>(n), buf.begin());
     base += static_cast<int64_t>(n - carry);
   }

@@ -350,6 +350,13 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   expect_fail 2 "--tokenizer garbage.model: not a SentencePiece model" -- "$POSLAB" tokenize --input fox.txt --out t1 --tokenizer garbage.model
   expect_fail 2 "not a SentencePiece model" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.model=$WORK/garbage.model --out r6
   expect_fail 2 "--input latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" tokenize --input latin.txt --out t1 --vocab-size 300
+  # Shaped like UTF-8 but not it (RFC 3629): a surrogate half, an overlong '/', past U+10FFFF.
+  for bad in '\xed\xa0\x80' '\xc0\xaf' '\xf4\x90\x80\x80'; do
+    { cat fox.txt; printf "x$bad y\n"; } > notutf8.txt
+    expect_fail 2 "--input notutf8.txt: invalid UTF-8 at byte $(($(wc -c < fox.txt) + 1))" -- "$POSLAB" tokenize --input notutf8.txt --out t1 --vocab-size 300
+  done
+  "$POSLAB" tokenize --input fox.txt --out t0 --vocab-size 300 > /dev/null 2>&1
+  expect_fail 2 "invalid UTF-8 at byte 1" -- bash -c "printf 'x\xed\xa0\x80y' | '$(dirname "$POSLAB")/poslab-tokenize' encode --model t0/tokenizer.model"
   expect_fail 2 "--input nope.txt: no such file" -- "$POSLAB" tokenize --input nope.txt --out t1 --vocab-size 300
   expect_fail 2 "--input /dev/stdin: not a regular file (a pipe or device?)" -- bash -c "cat fox.txt | '$POSLAB' tokenize --input /dev/stdin --out t1 --vocab-size 300"
   mkdir -p tokdir

@@ -49,6 +49,15 @@ ids = [int(x) for x in open('ids.txt').read().split()]
 assert ids == sp.encode(open('unseen.txt', encoding='utf-8', newline='').read()), 'ids differ'
 assert any(sp.id_to_piece(i) == '<0xF0>' for i in ids), 'no byte fallback'
 "
+# U+2581, SentencePiece's space marker, is the one character that does not round-trip: it decodes as a space,
+# and both the tool and poslab tokenize say so with the count.
+printf 'a\xe2\x96\x81b \xe2\x96\x81\xe2\x96\x81\n' > marker.txt
+"$TOOL" encode --model bpe/tokenizer.model < marker.txt 2> marker.err | "$TOOL" decode --model bpe/tokenizer.model > marker.out
+check "U+2581 decodes as a space, and encode warns" bash -c "printf 'a b   \n' | cmp -s - marker.out && grep -q \"space marker: it decodes as a space\" marker.err"
+{ cat "$TEXT"; cat marker.txt; } > marked.txt
+"$POSLAB" tokenize --input marked.txt --out marked --tokenizer bpe/tokenizer.model > marked.log 2>&1
+check "poslab tokenize counts the U+2581 in an input" grep -q "marked.txt: holds 3 U+2581" marked.log
+
 # Ids past the model's pieces (a padded vocabulary) decode as the unknown piece, as Python's decode of the
 # ids with those replaced by unk_id gives; a word that is no id is refused.
 echo "$(head -c 200 ids.txt | cut -d' ' -f1-5) 512 700 $(head -c 200 ids.txt | cut -d' ' -f6-8)" > padded.txt
