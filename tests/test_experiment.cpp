@@ -196,6 +196,33 @@ TEST(Aggregate, FailuresOfThisCompareMarkCellsAndTheirGroupsRows) {
   EXPECT_EQ(rope_rows, 2) << r["rows"].dump();    // one seed left
 }
 
+// A cell file that is there but damaged is an error naming it, not a cell quietly left out of its row's mean.
+TEST(Aggregate, ADamagedCellFileIsAnErrorNamingIt) {
+  TempDir dir;
+  auto e = load_experiment(write_experiment(dir, R"({"model.pos_encoding.kind": ["rope"], "seed": [1, 2]})"));
+  const std::string out = dir.sub("out");
+  const std::string one = out + "/cells/kind=rope_seed=1", two = out + "/cells/kind=rope_seed=2";
+  fake_cell(one, 0.2, 0.9, false);
+  fake_cell(two, 0.4, 0.7, false);
+  ASSERT_NO_THROW(aggregate_results(e, out));
+  const std::vector<std::pair<std::string, std::string>> damage = {
+      {two + "/eval.json", "{\"broken"},
+      {two + "/eval.json", R"({"train_length": 16})"},
+      {two + "/eval.json", R"({"train_length": 16, "results": 3})"},
+      {two + "/summary.json", "[1, 2"},
+      {two + "/summary.json", R"({"status": "done", "params": 1000, "wall_s": 2.0})"}};
+  for (const auto& [file, text] : damage) {
+    fake_cell(two, 0.4, 0.7, false);
+    write_file_atomic(file, text);
+    try {
+      aggregate_results(e, out);
+      ADD_FAILURE() << "accepted " << file << ": " << text;
+    } catch (const ConfigError& err) {
+      EXPECT_NE(std::string(err.what()).find(file), std::string::npos) << err.what();
+    }
+  }
+}
+
 // A scenario's keys are named by results.json itself: the report cannot find them by splitting the
 // scenario text, whose values may hold ", " (a file name).
 TEST(Aggregate, ScenarioKeysAreNamedNotParsed) {

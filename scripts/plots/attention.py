@@ -140,18 +140,18 @@ def map_value_label(blocks, log="log scale"):
     (their mean) on a block of keys (the sum of its probabilities), no longer one probability."""
     pooled = sorted(set(b for b in blocks if b > 1))
     if not pooled:
-        what = "attention probability"
-    elif len(pooled) == len(set(blocks)):
-        what = "attention summed over each block of %s keys" % " or ".join("%d" % b for b in pooled)
+        return "attention probability (%s; grey: future)" % log
+    if len(pooled) == len(set(blocks)):
+        what = "attention summed over a block of %s keys" % " or ".join("%d" % b for b in pooled)
     else:
-        what = "attention probability, summed over each block of keys where pooled"
-    return "%s (%s; grey: future)" % (what, log)
+        what = "attention probability, or where pooled\nits sum over a block of keys"
+    return "%s\n(%s; grey: future)" % (what, log)
 
 
 def map_axes(ax):
     """Positions are whole numbers: integer ticks even on a map of a few tokens."""
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator("auto", integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator("auto", integer=True))
     ax.tick_params(labelsize=7)
 
 
@@ -196,7 +196,7 @@ def plot_maps(data, path):
                                    vmax=1.0, extent=map_extent(m, block), colorbar=False)
                 map_axes(ax)
         ratio = " (%gx)" % (r["length"] / tl) if style.finite(tl) and tl else ""
-        pooled = "" if block == 1 else ", pooled in blocks of %d (keys summed, queries averaged)" % block
+        pooled = "" if block == 1 else ", pooled in blocks of %d" % block
         sub.suptitle("length %g %s%s: %d tokens%s" % (r["length"], data.get("length_unit", "tokens"), ratio, T, pooled),
                      fontsize=11)
     cb = subfigs[-1].colorbar(im, ax=subfigs[-1].get_axes(), fraction=0.03, pad=0.02)

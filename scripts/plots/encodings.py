@@ -302,7 +302,8 @@ def plot_nothing(fig, data):
 
 # ----------------------------------------------------------------------------------------------
 # Anything else an encoding emits (t5 buckets, kerple's r1/r2, xpos scales, fire's input, cope's
-# position embeddings, randomized positions): one generic panel per array, so nothing goes unseen.
+# position embeddings, randomized positions): one panel per array, so nothing goes unseen, with its axes
+# named where the key is known (OTHER_AXES) and generic otherwise.
 
 
 def other_arrays(data):
@@ -325,7 +326,8 @@ QUERY_KEY = dict(x="key position j", y="query position i", causal=True)
 PAIR = "pair i (dims 2i, 2i+1)"
 OTHER_AXES = {
     "buckets": dict(QUERY_KEY, value="bucket (shared by every head)", about="T5's bucket of i − j"),
-    "fire_input": dict(QUERY_KEY, value="MLP input", about="the MLP's input,\nlog(c(i − j) + 1) / log(c·max(i, L) + 1)"),
+    "fire_input": dict(QUERY_KEY, value="MLP input",
+                       about="the MLP's input,\nlog(c(i − j) + 1) / log(c·max(i, L) + 1)"),
     "scale": dict(x=PAIR, y="position p", value="scale s_i(p)",
                   about="xPos scales,\nq_m times s_i(m), k_n divided by s_i(n)"),
     "zeta": dict(x=PAIR, value="ζ_i", about="xPos ζ_i per pair"),
@@ -338,13 +340,14 @@ OTHER_AXES = {
 }
 
 
+# Options `poslab pe` records from its own flags; every other option in the JSON is a --param value.
+PE_FLAGS = {"base", "bits", "scale", "heads", "rope_scaling", "factor", "original_length"}
+
+
 def param_options(data):
-    """The --param values in the JSON's options: every option that is not one of pe's own flags."""
+    """The --param values in the JSON's options (kerple's r1, r2; fire's c, L), sorted by name."""
     opts = data.get("options") or {}
     return [(k, v) for k, v in sorted(opts.items()) if k not in PE_FLAGS]
-
-
-PE_FLAGS = {"base", "bits", "scale", "heads", "rope_scaling", "factor", "original_length"}
 
 
 def learned_note(data):
@@ -371,8 +374,10 @@ def plot_other(fig, data):
             a, axes = a[:, 0], dict(axes, x=axes.get("y", "index"))
         if a.ndim == 1 and a.size == 1:  # a single number (one head, one pair): say it
             ax.axis("off")
-            ax.text(0.0, 0.6, "%s = %s%s" % (key, style.fmt_g(float(a[0])), "\n(%s)" % axes["about"] if "about" in axes
-                                               else ""), fontsize=11, va="center", transform=ax.transAxes)
+            text = "%s = %s" % (key, style.fmt_g(float(a[0])))
+            if "about" in axes:
+                text += "\n(%s)" % axes["about"]
+            ax.text(0.0, 0.6, text, fontsize=11, va="center", transform=ax.transAxes)
         elif a.ndim == 1:
             ax.plot(np.arange(a.size), a, marker="o", markersize=3, linewidth=1.4, color="C%d" % (i % 10))
             ax.set_xlabel(axes.get("x", "index"))

@@ -42,15 +42,38 @@ void add_compare(CLI::App& app) {
     co.poslab_binary = std::filesystem::read_symlink("/proc/self/exe").string();
     co.plot_script = o->no_plots ? "" : find_script("plot_report.py");
     if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
+    // A cell that failed fails the command (exit 1), after the others ran and the table was written.
+    auto fail_on_failed_cells = [](const nlohmann::json& results, const std::string& out, bool shard) {
+      std::vector<std::string> failed;
+      for (const auto& c : results.value("cells", nlohmann::json::array()))
+        if (c["status"] == "failed") failed.push_back(c["name"]);
+      for (const auto& name : results.value("failed_cells", nlohmann::json::array())) failed.push_back(name);
+      const auto probe_errors = results.value("probe_errors", nlohmann::json::array());
+      if (failed.empty() && !probe_errors.empty())
+        throw std::runtime_error(std::to_string(probe_errors.size()) + " probe(s) failed (first: " +
+                                 probe_errors[0]["cell"].get<std::string>() + " " + probe_errors[0]["task"].get<std::string>() +
+                                 ": " + probe_errors[0]["error"].get<std::string>() + ")" +
+                                 (shard ? "" : "; listed in " + out + "/results.json under probe_errors"));
+      if (!failed.empty()) {
+        std::string names;
+        for (size_t i = 0; i < failed.size() && i < 4; ++i) names += (i ? ", " : "") + failed[i];
+        if (failed.size() > 4) names += ", ...";
+        // A shard writes no results.json: compare --aggregate does, once every shard is done.
+        throw std::runtime_error(std::to_string(failed.size()) + " cell(s) failed (" + names + "); their errors are in " +
+                                 (shard ? out + "/logs/ (compare --aggregate " + out + " records them in results.json)"
+                                        : out + "/results.json and " + out + "/logs/"));
+      }
+    };
     if (!o->aggregate.empty()) {
-      if (!o->config.empty() || !o->shard.empty())
-        throw ConfigError("compare --aggregate DIR takes the experiment from DIR/experiment.json; drop --config/--shard");
+      if (!o->config.empty() || !o->shard.empty() || !o->out.empty())
+        throw ConfigError("compare --aggregate DIR takes the experiment from DIR/experiment.json and writes into DIR; "
+                          "drop --config/--shard/--out");
       const std::string saved = o->aggregate + "/experiment.json";
       if (!file_exists(saved))
         throw ConfigError("--aggregate " + o->aggregate + ": no experiment.json here (not a poslab compare output directory)");
       co.out = o->aggregate;
       Experiment e = experiment_from_json(read_json_file(saved), saved);
-      finish_experiment(e, co, /*require_all=*/true);
+      fail_on_failed_cells(finish_experiment(e, co, /*require_all=*/true), co.out, /*shard=*/false);
       return;
     }
     if (o->config.empty()) throw ConfigError("compare: give --config EXPERIMENT.json (or --aggregate DIR)");
@@ -65,24 +88,7 @@ void add_compare(CLI::App& app) {
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
     const nlohmann::json results = run_experiment(e, co);
     if (stop_requested()) std::exit(130);  // interrupted: the cells checkpointed; the same command resumes them
-    // A cell that failed fails the command (exit 1), after the others ran and the table was written.
-    std::vector<std::string> failed;
-    for (const auto& c : results.value("cells", nlohmann::json::array()))
-      if (c["status"] == "failed") failed.push_back(c["name"]);
-    for (const auto& name : results.value("failed_cells", nlohmann::json::array())) failed.push_back(name);
-    const auto probe_errors = results.value("probe_errors", nlohmann::json::array());
-    if (failed.empty() && !probe_errors.empty())
-      throw std::runtime_error(std::to_string(probe_errors.size()) + " probe(s) failed (first: " +
-                               probe_errors[0]["cell"].get<std::string>() + " " + probe_errors[0]["task"].get<std::string>() +
-                               ": " + probe_errors[0]["error"].get<std::string>() + "); listed in " + co.out +
-                               "/results.json under probe_errors");
-    if (!failed.empty()) {
-      std::string names;
-      for (size_t i = 0; i < failed.size() && i < 4; ++i) names += (i ? ", " : "") + failed[i];
-      if (failed.size() > 4) names += ", ...";
-      throw std::runtime_error(std::to_string(failed.size()) + " cell(s) failed (" + names + "); their errors are in " +
-                               co.out + "/results.json and " + co.out + "/logs/");
-    }
+    fail_on_failed_cells(results, co.out, co.shard.active());
   });
 }
 

@@ -23,13 +23,20 @@ struct Stats {
   json mean() const { return summarize_values(values)["mean"]; }
 };
 
-json read_or_null(const std::string& path) {
+// A cell's summary.json or eval.json: absent, null (not run yet, or not evaluated); present, it must parse and
+// hold what is read from it, or the cell would drop out of its row's mean without a word. `fix` says how to
+// write the file again.
+json read_cell_file(const std::string& path, const std::vector<std::string>& keys, const std::string& fix) {
   if (!file_exists(path)) return nullptr;
+  json j;
   try {
-    return read_json_file(path);
-  } catch (const ConfigError&) {
-    return nullptr;
+    j = read_json_file(path);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(e.what()) + " (" + fix + ")");
   }
+  for (const auto& k : keys)
+    if (!j.is_object() || !j.contains(k)) throw ConfigError(path + ": no \"" + k + "\" in it (" + fix + ")");
+  return j;
 }
 
 }  // namespace
@@ -85,7 +92,16 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
     if (!group_settings.count(c.group)) group_settings[c.group] = c.settings;
     const std::string rel = "cells/" + c.name;
     RunPaths paths{out + "/" + rel};
-    json summary = read_or_null(paths.summary()), eval = read_or_null(paths.eval(variant ? variant->name : ""));
+    json summary = read_cell_file(paths.summary(), {"status"}, "delete " + paths.dir + " and run the compare again to retrain it");
+    json eval = read_cell_file(paths.eval(variant ? variant->name : ""), {"train_length", "results"},
+                               "delete it and run the compare again: a trained cell is only evaluated again");
+    if (summary.is_object() && summary["status"] == "done")
+      for (const char* k : {"params", "tokens_per_s", "wall_s"})
+        if (!summary.contains(k) || !summary[k].is_number())
+          throw ConfigError(paths.summary() + ": \"" + std::string(k) + "\" is not a number in a finished run's summary (delete " +
+                            paths.dir + " and run the compare again to retrain it)");
+    if (eval.is_object() && !eval["results"].is_array())
+      throw ConfigError(paths.eval(variant ? variant->name : "") + ": \"results\" is not a list");
     json cell = {{"name", c.name + (variant ? "@" + variant->name : "")}, {"dir", rel}, {"group", c.group},
                  {"settings", c.settings}};
     if (variant && summary.is_object() && !eval.is_object() && summary.value("status", "") == "done")

@@ -41,15 +41,17 @@ using nlohmann::json;
 static std::string cell_dir(const std::string& out, const Cell& c) { return out + "/cells/" + c.name; }
 static std::string cell_log(const std::string& out, const Cell& c) { return out + "/logs/" + c.name + ".log"; }
 
-static bool cell_finished(const std::string& dir) {
+static std::string cell_status(const std::string& dir) {
   RunPaths p{dir};
-  if (!file_exists(p.summary()) || !file_exists(p.eval())) return false;
+  if (!file_exists(p.summary())) return "";
   try {
-    return read_json_file(p.summary()).value("status", "") == "done";
+    return read_json_file(p.summary()).value("status", "");
   } catch (const ConfigError&) {
-    return false;
+    return "";
   }
 }
+
+static bool cell_finished(const std::string& dir) { return cell_status(dir) == "done" && file_exists(RunPaths{dir}.eval()); }
 
 // compare's environment less a distributed launcher's variables (launch_variable): each cell is one process
 // of its own; set around compare (an sbatch script with several tasks, a MASTER_ADDR exported for other
@@ -529,7 +531,9 @@ json finish_experiment(const Experiment& e, const CompareOptions& o, bool requir
   if (require_all) {
     std::vector<std::string> missing;
     for (const auto& c : e.cells)
-      if (c.error.empty() && !cell_finished(cell_dir(o.out, c))) missing.push_back(c.name);
+      // A cell whose run failed (diverged, say) is finished too: results.json records it failed, as one compare does.
+      if (c.error.empty() && !cell_finished(cell_dir(o.out, c)) && cell_status(cell_dir(o.out, c)) != "failed")
+        missing.push_back(c.name);
     for (const auto& c : e.cells)
       for (const auto& v : e.eval_grid)
         if (cell_finished(cell_dir(o.out, c)) && !file_exists(RunPaths{cell_dir(o.out, c)}.eval(v.name)))

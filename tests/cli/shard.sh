@@ -79,5 +79,22 @@ expect_fail 2 "pass --shard K/N" -- \
 check "nothing written for a refused Slurm shard" test ! -e x
 expect_fail 2 "no experiment.json here" -- "$POSLAB" compare --aggregate nowhere
 expect_fail 2 "drop --config/--shard" -- "$POSLAB" compare --aggregate parts -c exp.json
+expect_fail 2 "drop --config/--shard/--out" -- "$POSLAB" compare --aggregate parts --out x
 check "nothing written for bad shard input" test ! -e x
+
+# A cell that diverges in its shard is a finished, failed cell: the shard fails naming its logs (it writes no
+# results.json), and --aggregate records it failed in results.json and fails, as one unsharded compare does.
+printf '{"name": "div", "base": "base.json", "grid": {"train.learning_rate": [0.002, 1e12]}}\n' > div.json
+expect_fail 1 "1 cell(s) failed (learning_rate=1000000000000.0); their errors are in div/logs/ (compare --aggregate div records" -- \
+  "$POSLAB" compare -c div.json --out div --shard 1/2 --no-plots
+"$POSLAB" compare -c div.json --out div --shard 0/2 --no-plots > log-div 2>&1
+expect_fail 1 "1 cell(s) failed (learning_rate=1000000000000.0); their errors are in div/results.json" -- \
+  "$POSLAB" compare --aggregate div --no-plots
+check "--aggregate records the diverged cell failed, with its error, beside the one that trained" /usr/bin/python3 - div/results.json <<'PY'
+import json, sys
+cells = {c["name"]: c for c in json.load(open(sys.argv[1]))["cells"]}
+assert cells["learning_rate=0.002"]["status"] == "done", cells
+bad = cells["learning_rate=1000000000000.0"]
+assert bad["status"] == "failed" and "nan" in bad["error"], bad
+PY
 finish

@@ -18,7 +18,9 @@ check() {  # check "description" test-expression...
   if "$@"; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $what"; fi
 }
 
-for f in "$DATA"/pe-*.json; do
+# tests/plots/data: more `poslab pe --plot-data` output (a head of one rotary pair, xpos, t5, fire and kerple
+# with --param), for the checks below.
+for f in "$DATA"/pe-*.json "$ROOT"/tests/plots/data/pe-*.json; do
   name=$(basename "$f" .json)
   "$PY" "$PLOTS" pe "$f" "$WORK/$name.png"
   check "$name draws a PNG" test -s "$WORK/$name.png"
@@ -42,6 +44,12 @@ check "report sentences: cells of an eval grid, column names, experiment file, r
 check "report heat maps: exact match averaged over seeds, cell by cell" \
   "$PY" "$ROOT/tests/plots/heatmap_mean_check.py" "$ROOT/scripts"
 check "a run's probe heat map holds its whole title" "$PY" "$ROOT/tests/plots/probe_title_check.py" "$ROOT/scripts"
+check "rotary: one pair draws; q·k titled for what it holds (plain, xpos's scales, yarn's factor)" \
+  "$PY" "$ROOT/tests/plots/rotary_check.py" "$ROOT/scripts"
+check "encodings' extra panels: named axes, future keys masked, --param values stated" \
+  "$PY" "$ROOT/tests/plots/pe_labels_check.py" "$ROOT/scripts"
+check "attention: sequences per length in the title, integer map ticks, pooled colour bar" \
+  "$PY" "$ROOT/tests/plots/attention_labels_check.py" "$ROOT/scripts"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
