@@ -126,7 +126,12 @@ std::string mismatch_message(const nlohmann::json& verdict, int me) {
   return rank + "'s config differs from rank 0's at " + verdict["key"].get<std::string>() + ": " + value +
          (me == r ? " here, " : " on " + rank + ", ") + rank0 + (me == 0 ? " here" : " on rank 0") +
          (others > 0 ? " (and " + std::to_string(others) + " more rank(s) differ)" : "") +
-         "; every rank stops: launch them all with the same config (only file paths and train.threads may differ)";
+         "; every rank stops: " +
+         (verdict["key"] == "resolved.start"
+              ? std::string("every rank must find the same run directory (on a filesystem every rank reads)")
+          : verdict["key"] == "resolved.stop_at"
+              ? std::string("give every rank the same --stop-at")
+              : std::string("launch them all with the same config (only file paths and train.threads may differ)"));
 }
 
 

@@ -185,7 +185,9 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
         }
         status = "interrupted";
         json s = write_summary(elapsed());
-        spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}", step, dir);
+        if (writes)  // rank 0 wrote the checkpoint; every rank resumes, each under the same launcher
+          spdlog::warn("interrupted at step {}; checkpoint written. Resume with: poslab train --resume {}{}", step, dir,
+                       dist.world_size() > 1 ? " (on every rank, launched as before)" : "");
         return {status, s, c, signalled};
       }
 
@@ -268,7 +270,8 @@ struct Session {
 // the plug-in by its SHA-256 (already a key), the tokenizer by the SHA-256 of its vocabulary (and of its
 // SentencePiece model), the data by its tokens per split (hashing a corpus of gigabytes at every
 // start would not be cheap). Added: the device and precision that "auto" resolved to on this machine.
-static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime& rt, const Launch& launch) {
+static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime& rt, const Launch& launch,
+                            const json& how) {
   json j = config_to_json(c);
   for (const char* key : {"path", "dir", "train_path", "val_path"}) j["data"].erase(key);
   j["data"]["tokenizer"].erase("model");
@@ -278,6 +281,9 @@ static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime
   resolved["device"] = rt.device.is_cuda() ? "cuda" : "cpu";
   resolved["precision"] = rt.bf16 ? "bf16" : "fp32";
   resolved["world_size"] = launch.world_size;  // a rank told another size would wait for ranks that never come
+  // How each rank starts (a new run or a resumed one; where --stop-at stops it): ranks that differ would call
+  // different collectives and wait for each other until the timeout.
+  resolved.update(how);
   const auto& tokenizer = corpus.tokenizer();
   resolved["vocabulary_sha256"] = sha256_hex(tokenizer.to_json().dump());
   if (tokenizer.is_sentencepiece())
@@ -291,7 +297,7 @@ static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime
 
 // Joins the launch's process group (after every local check, so a refusal comes before waiting
 // on peers), on the runtime's device: CUDA ranks take the device of their local rank.
-static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Launch& launch) {
+static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Launch& launch, const json& how) {
   Session s;
   c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
   if (c.train.batch_size % launch.world_size != 0)
@@ -315,7 +321,7 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   if (launch.distributed() && s.runtime.device.is_cuda()) s.runtime.device = torch::Device(torch::kCUDA, launch.local_rank);
   s.dist = connect(launch, s.runtime.device, static_cast<uint64_t>(c.seed),
                    static_cast<int64_t>(c.train.dist_bucket_mb * 1024 * 1024),
-                   launch.distributed() ? same_everywhere(c, *corpus, s.runtime, launch) : json::object());
+                   launch.distributed() ? same_everywhere(c, *corpus, s.runtime, launch, how) : json::object());
   torch::manual_seed(c.seed);
   s.model = GPT(c.model);
   s.model->to(s.runtime.device);
@@ -349,7 +355,7 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("the run's config.json would not read back: ") + e.what());
   }
-  Session s = make_session(c, make_corpus(c), launch);
+  Session s = make_session(c, make_corpus(c), launch, {{"start", "a new run"}, {"stop_at", stop_at}});
   if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
   // Everything is valid: only now does the run directory appear, written by rank 0 alone.
   if (s.dist->is_main()) {
@@ -376,7 +382,7 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   Config c = config_from_json(read_json_file(paths.config()));
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
-  Session s = make_session(c, make_corpus(c, tokenizer), launch);
+  Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}});
   if (file_exists(paths.checkpoint())) {
     s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
   } else if (file_exists(paths.init_from())) {

@@ -169,6 +169,19 @@ wait
 check "another WORLD_SIZE on rank 1: refused on both" refused2 ws
 check "...naming the world sizes" grep -q "at resolved.world_size: 4 here, 2 on rank 0" ws.r1
 check "five refusals at once, well within the timeouts ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
+# Ranks that would start differently call different collectives and used to wait for each other until the
+# timeout: --stop-at on one rank only, and a run directory that one rank finds and another does not.
+start=$(date +%s)
+ranks2_sets stopat "--stop-at 7" "" -- train -c tiny.json --out stopat
+check "--stop-at on rank 0 only: refused on both" refused2 stopat
+check "...naming it" grep -q "at resolved.stop_at: 0 here, 7 on rank 0; every rank stops: give every rank the same --stop-at" stopat.r1
+"$POSLAB" train -c tiny.json --out found --stop-at 5 > found.log 2>&1
+ranks2_sets startdiff "--out found" "--out notfound" -- train -c tiny.json --resume-if-exists
+check "one rank finds the run, the other does not: both exit 2 (exit $(cat startdiff.rc0), $(cat startdiff.rc1))" \
+  bash -c '[ "$(cat startdiff.rc0)" = 2 ] && [ "$(cat startdiff.rc1)" = 2 ] && [ ! -e notfound ]'
+check "...naming what differs and why" grep -q 'at resolved.start: a new run here, resuming a run on rank 0; every rank stops: every rank must find the same run directory' startdiff.r1
+check "...both well within the 10 s timeout ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
+
 # A rank that stops on its own checks before the rendezvous tells the others, which stop at once naming
 # its error (they used to wait for it until the timeout): rank 1, then rank 0.
 start=$(date +%s)
