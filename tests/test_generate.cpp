@@ -121,6 +121,32 @@ TEST(KVCache, RandomizedEvaluationPositionsAndDynamicNtkAreNotCacheable) {
   EXPECT_EQ(stats.cached_steps, 30);
 }
 
+// A randomized draw at evaluation has randomize.max_position positions to draw from: generation past that
+// many tokens slides its window, as a learned table's does (it failed mid-generation), and each step's
+// logits are a forward over the last max_position tokens (its draw from those tokens).
+TEST(KVCache, RandomizedEvaluationSlidesPastMaxPosition) {
+  auto model = random_model("rope");
+  model->pos->set_randomize(12, /*eval=*/true);
+  EXPECT_EQ(model->pos->eval_length_limit(), 12);
+  std::vector<torch::Tensor> logits;
+  GenerateStats stats;
+  const auto out = generate(model, prompt(), {/*tokens=*/15, 0.0, 0, /*use_cache=*/true},
+                            [&](int64_t, const torch::Tensor& l) { logits.push_back(l.clone()); }, &stats);
+  ASSERT_EQ(out.size(), 15u);
+  EXPECT_EQ(stats.recompute_steps, 15);
+  std::vector<int64_t> all = prompt();
+  all.insert(all.end(), out.begin(), out.end());
+  torch::InferenceMode guard;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t T = static_cast<int64_t>(prompt().size() + i), from = std::max<int64_t>(0, T - 12);
+    auto context = torch::tensor(std::vector<int64_t>(all.begin() + from, all.begin() + T), torch::kLong).unsqueeze(0);
+    auto want = model->forward(context).select(1, -1).squeeze(0);  // (V,)
+    EXPECT_TRUE(torch::equal(want, logits[i])) << "step " << i << " (" << T << " tokens)";
+  }
+  model->pos->set_randomize(12, /*eval=*/false);
+  EXPECT_EQ(model->pos->eval_length_limit(), -1);
+}
+
 // A small temperature is legal and means "nearly greedy": the logits divided by it left float's range (inf,
 // then nan from softmax, and multinomial threw). Drawn from the largest logit down, the draw is the argmax.
 TEST(Sampling, TinyTemperaturesPickTheGreedyTokens) {

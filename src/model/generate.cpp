@@ -25,7 +25,7 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
   model->eval();
   const auto device = model->wte->weight.device();
   auto idx = torch::tensor(prompt, torch::kLong).unsqueeze(0).to(device);  // (1, T)
-  const int64_t limit = model->pos->max_positions();
+  const int64_t limit = model->pos->eval_length_limit();
   KVCache cache(static_cast<int64_t>(model->h->size()));
   bool caching = o.use_cache;
   std::vector<int64_t> out;
@@ -38,7 +38,7 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
       logits = model->forward_cached(idx.slice(1, cache.length), cache).select(1, -1);
       if (stats) stats->cached_steps++;
     } else {
-      // Encodings with a bounded table see only the last max_positions tokens.
+      // Encodings with a bounded table (or a randomized draw at evaluation) see only the last `limit` tokens.
       auto context = limit > 0 && T > limit ? idx.slice(1, T - limit) : idx;  // (1, T_ctx)
       logits = model->forward(context).select(1, -1);
       if (stats) stats->recompute_steps++;

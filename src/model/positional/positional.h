@@ -69,6 +69,9 @@ class PositionalEncodingImpl : public torch::nn::Module {
   virtual int64_t max_positions() const { return -1; }
   // Throws PositionLimitError when `length` tokens cannot be represented.
   void check_length(int64_t length) const;
+  // The longest sequence an evaluation forward takes (check_length's bound): max_positions(), or fewer
+  // under a randomized draw at evaluation (randomize.max_position distinct positions); -1 when unbounded.
+  int64_t eval_length_limit() const;
 
   // Randomized positions (Ruoss et al. 2023), for any kind: while training (and at evaluation when
   // `eval`), a sequence of T tokens gets T sorted distinct positions drawn from [0, max_position).

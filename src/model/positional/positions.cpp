@@ -26,6 +26,12 @@ void PositionalEncodingImpl::check_length(int64_t length) const {
                              std::to_string(randomize_max_));
 }
 
+int64_t PositionalEncodingImpl::eval_length_limit() const {
+  const int64_t limit = max_positions();
+  if (!randomizes(/*training=*/false)) return limit;
+  return limit < 0 ? randomize_max_ : std::min(limit, randomize_max_);
+}
+
 bool PositionalEncodingImpl::kv_cacheable(int64_t length) const {
   // A randomized draw at evaluation gives every forward new positions: no cached key stays valid.
   // A bounded table (learned) slides its window past max_positions(), moving every key's position.
