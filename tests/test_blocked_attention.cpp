@@ -5,6 +5,9 @@
 #include "test_models.h"
 #include "model/gpt.h"
 #include "util/runtime.h"
+#include "train/memory_estimate.h"
+
+#include <cmath>
 
 using namespace poslab;
 using poslab::testing::tiny;
@@ -97,6 +100,38 @@ TEST(BlockedAttention, BlockSizedToTheBudget) {
   EXPECT_EQ(model->query_block_for(B, T), T) << "whole attention when the scores fit";
   model->attention_budget_bytes = 1;
   EXPECT_EQ(model->query_block_for(B, T), 1) << "at least one query per block";
+}
+
+// FIRE's bias runs an MLP over every (query, key) pair: its hidden layer, before and after the ReLU, counts
+// in a block's bytes beside the scores, and in the attention command's check of the whole (T, T).
+TEST(BlockedAttention, FiresHiddenLayerCountsInTheBlockAndTheAttentionCheck) {
+  auto config = tiny("fire");
+  config.n_head = 4;
+  config.pos_encoding.mlp_width = 256;  // wide enough that its hidden layer outweighs the kept probabilities
+  GPT model(config);
+  model->eval();
+  const int64_t per_pair = 2 * 256 * 4;
+  EXPECT_EQ(model->pos->bias_scratch_bytes_per_pair(), per_pair);
+  EXPECT_EQ(blocked_model("alibi")->pos->bias_scratch_bytes_per_pair(), 0);
+  torch::NoGradGuard no_grad;
+  const int64_t B = 2, T = 4096, H = model->config.n_head;
+  model->attention_budget_bytes = int64_t{64} << 20;
+  const int64_t block = model->query_block_for(B, T);
+  // Three copies of a row's scores (FIRE needs none of its own) plus the hidden layer over the row's keys.
+  const int64_t row = B * H * T * 4 * 3 + T * per_pair;
+  EXPECT_LE(block * row, model->attention_budget_bytes);
+  EXPECT_GT((block + 1) * row, model->attention_budget_bytes);
+  // The attention command's check: a length whose probabilities fit a quarter of the free memory, but whose
+  // hidden layer over the whole (T, T) would take twice all of it, is refused only with the scratch counted.
+  const int64_t available = available_memory_bytes();
+  if (available <= 0) GTEST_SKIP() << "no /proc/meminfo";
+  Config c;
+  c.model = model->config;
+  const double kept_per_pair = (c.model.n_layer + 3.0) * c.model.n_head * 4;
+  const auto tokens = static_cast<int64_t>(std::sqrt(available / 4.0 / kept_per_pair));
+  ASSERT_GT(per_pair * static_cast<double>(tokens) * tokens, 2.0 * available) << "scratch too small to tell";
+  EXPECT_NO_THROW(check_attention_fits(c, tokens, 0));
+  EXPECT_THROW(check_attention_fits(c, tokens, per_pair), ConfigError);
 }
 
 TEST(BlockedAttention, RandomizedPositionsAtEvaluationUseTheSameDraw) {

@@ -144,7 +144,8 @@ json attention_stats(GPT& model, const Corpus& corpus, const Config& c, const At
                       std::to_string(o.sequences) + "), 0 being the first validation sequence");
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
-    if (rt.device.is_cpu()) check_attention_fits(c, corpus.tokens_at(length));  // every length, before any work
+    if (rt.device.is_cpu())  // every length, before any work
+      check_attention_fits(c, corpus.tokens_at(length), model->pos->bias_scratch_bytes_per_pair());
     if (!corpus.is_task()) {  // text: consecutive windows of the validation split, as many as it holds
       const int64_t windows = (static_cast<const TextCorpus&>(corpus).split_tokens(Split::Val) - 1) / length;
       if (windows > 0 && o.example >= windows)

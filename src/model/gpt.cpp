@@ -233,7 +233,7 @@ int64_t GPTImpl::query_block_for(int64_t B, int64_t T) const {
   if (query_block > 0) return std::min(query_block, T);
   // Scores, softmax and a copy per query row; CoPE holds several more (gates, positions, gathered logits).
   const int64_t copies = pos->needs_scores() ? 8 : 3;
-  const int64_t row_bytes = B * config.n_head * T * 4 * copies;
+  const int64_t row_bytes = B * config.n_head * T * 4 * copies + T * pos->bias_scratch_bytes_per_pair();
   return std::clamp<int64_t>(attention_budget_bytes / std::max<int64_t>(1, row_bytes), 1, T);
 }
 

@@ -102,9 +102,11 @@ void check_evaluation_fits(const Config& c, int64_t tokens) {
   refuse_if_too_big(estimate_evaluation_memory(c, tokens, GPTImpl::kDefaultAttentionBudget), "evaluation", tokens);
 }
 
-void check_attention_fits(const Config& c, int64_t tokens) {
-  // Recording attends whole: the scores in flight (3 copies) plus every layer's kept probabilities.
-  const double kept = static_cast<double>(c.model.n_layer + 3) * c.model.n_head * tokens * tokens * 4;
+void check_attention_fits(const Config& c, int64_t tokens, int64_t bias_scratch_per_pair) {
+  // Recording attends whole: the scores in flight (3 copies) plus every layer's kept probabilities, and
+  // the bias's own scratch over the whole (T, T) (FIRE's hidden layer).
+  const double kept = (static_cast<double>(c.model.n_layer + 3) * c.model.n_head * 4 + bias_scratch_per_pair) *
+                      static_cast<double>(tokens) * tokens;
   auto e = estimate_evaluation_memory(c, tokens, 0);
   e.activations_bytes += static_cast<int64_t>(std::min(kept, 9.0e18));
   refuse_if_too_big(e, "attention statistics", tokens);

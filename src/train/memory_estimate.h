@@ -24,7 +24,7 @@ MemoryEstimate estimate_evaluation_memory(const Config& config, int64_t tokens, 
 void check_evaluation_fits(const Config& config, int64_t tokens);
 // `poslab attention` keeps every layer's whole (H, T, T) probabilities of one sequence: the same
 // check with those counted in.
-void check_attention_fits(const Config& config, int64_t tokens);
+void check_attention_fits(const Config& config, int64_t tokens, int64_t bias_scratch_per_pair = 0);
 // MemAvailable from /proc/meminfo in bytes; -1 where it cannot be read.
 int64_t available_memory_bytes();
 // Throws ConfigError "... needs ~X GiB (...), Y GiB available" when the estimate exceeds what is free.

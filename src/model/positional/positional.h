@@ -65,6 +65,10 @@ class PositionalEncodingImpl : public torch::nn::Module {
     return rotate(q, k, positions);
   }
 
+  // Scratch bytes bias() holds per (query, key) pair beyond its (H, t_q, t_k) result (FIRE's MLP hidden
+  // layer): the attention's query blocks and the memory checks count it.
+  virtual int64_t bias_scratch_bytes_per_pair() const { return 0; }
+
   // Longest sequence the encoding represents; -1 when unbounded.
   virtual int64_t max_positions() const { return -1; }
   // Throws PositionLimitError when `length` tokens cannot be represented.

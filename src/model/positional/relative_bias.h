@@ -61,6 +61,8 @@ class FireBiasImpl : public PositionalEncodingImpl {
   bool constant_bias() const override { return false; }
   torch::Tensor bias(const torch::Tensor& q_pos, const torch::Tensor& k_pos) override;
   std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
+  // The MLP's hidden layer, before and after its ReLU, in float.
+  int64_t bias_scratch_bytes_per_pair() const override { return 2 * mlp_in->weight.size(0) * 4; }
   torch::Tensor c, L_multiplier;  // scalars; L = |L_multiplier * init_L|
   torch::nn::Linear mlp_in{nullptr}, mlp_out{nullptr};
 
