@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -113,26 +114,38 @@ bool same_inspection(std::map<std::string, torch::Tensor> a, std::map<std::strin
   return true;
 }
 
-// What the pictures need beyond the printed tensors, chosen by family and by which options change
-// the encoding (found by rebuilding with each option changed), never by kind name, so new kinds
-// get their pictures for free.
-void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig& e, PositionalEncodingImpl& pe,
-                   const InspectParams& params, const std::map<std::string, torch::Tensor>& tensors) {
+// Which of pe's own flags (base, bits, scale, heads) change what the kind computes, found by rebuilding
+// with each changed, never by kind name, so that new kinds are judged alike.
+std::set<std::string> flags_that_matter(const PeOpts& o, const PosEncodingConfig& e, const InspectParams& params) {
   torch::NoGradGuard no_grad;
-  const auto reference = pe.inspect(o.positions, o.dim, params);  // without --randomize's extra tensor
+  const auto reference = build(o, e, o.heads)->inspect(o.positions, o.dim, params);
   auto changes = [&](PosEncodingConfig changed, int64_t heads) {
     return !same_inspection(reference, build(o, changed, heads)->inspect(o.positions, o.dim, params));
   };
-  nlohmann::json options = nlohmann::json::object();
+  std::set<std::string> out;
   PosEncodingConfig c = e;
   c.base = e.base * 2;
-  const bool base_matters = changes(c, o.heads);
-  if (base_matters) options["base"] = e.base;
-  c = e, c.bits = std::max<int>(1, e.bits / 2);
-  if (changes(c, o.heads)) options["bits"] = e.bits;
+  if (changes(c, o.heads)) out.insert("base");
+  c = e, c.bits = e.bits > 1 ? e.bits / 2 : 2;
+  if (changes(c, o.heads)) out.insert("bits");
   c = e, c.scale = 2 * (e.scale > 0 ? e.scale : default_additive_scale(e.kind, o.dim));
-  if (changes(c, o.heads) && out.contains("scale")) options["scale"] = out["scale"];
-  if (changes(e, o.heads * 2)) options["heads"] = o.heads;
+  if (changes(c, o.heads)) out.insert("scale");
+  if (changes(e, o.heads * 2)) out.insert("heads");
+  return out;
+}
+
+// What the pictures need beyond the printed tensors, chosen by family and by which options change
+// the encoding, never by kind name, so new kinds get their pictures for free.
+void add_plot_data(nlohmann::json& out, const PeOpts& o, const PosEncodingConfig& e, PositionalEncodingImpl& pe,
+                   const InspectParams& params, const std::map<std::string, torch::Tensor>& tensors) {
+  torch::NoGradGuard no_grad;
+  const auto matter = flags_that_matter(o, e, params);
+  nlohmann::json options = nlohmann::json::object();
+  const bool base_matters = matter.count("base") > 0;
+  if (base_matters) options["base"] = e.base;
+  if (matter.count("bits")) options["bits"] = e.bits;
+  if (matter.count("scale") && out.contains("scale")) options["scale"] = out["scale"];
+  if (matter.count("heads")) options["heads"] = o.heads;
   for (const auto& [name, value] : params) options[name] = value;
   if (o.rope_scaling != "none") {  // evaluation-time scaling: the pictures show the scaled frequencies
     options["rope_scaling"] = o.rope_scaling;
@@ -192,7 +205,7 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--dim,-d", o->dim, "Additive kinds: the model width D; others: the head size")
       ->required()
       ->check(positive_integer());
-  cmd->add_option("--heads", o->heads, "Heads H (bias kinds; default 1)")->check(positive_integer());
+  auto* heads_opt = cmd->add_option("--heads", o->heads, "Heads H (bias kinds; default 1)")->check(positive_integer());
   cmd->add_option("--param", o->params, "Parameters to inspect at: kerple r1=..,r2=..; fire c=..,L=..");
   cmd->add_option("--option", o->options, "KEY=VALUE sets model.pos_encoding.KEY as a config would (a kind's own "
                                           "keys, e.g. npos=8 for cope, or a plug-in's options); repeatable")
@@ -200,10 +213,10 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--randomize", o->randomize, "Print the sorted positions a randomized run draws from [0, MAX)")
       ->check(positive_integer());
   cmd->add_option("--seed", o->seed, "Seed for --randomize (default 0)");
-  cmd->add_option("--base", o->base, "Base for sinusoidal and rope (default 10000)");
-  cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
+  auto* base_opt = cmd->add_option("--base", o->base, "Base for sinusoidal and rope (default 10000)");
+  auto* scale_opt = cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
-  cmd->add_option("--bits", o->bits, "Bits for binary (default 16)");
+  auto* bits_opt = cmd->add_option("--bits", o->bits, "Bits for binary (default 16)");
   cmd->add_option("--format,-f", o->format, "csv|json (default csv: one record per value, RFC 4180)")->check(CLI::IsMember({"csv", "json"}));
   cmd->add_option("--plot", o->plot, "Draw the pictures that explain the encoding into this .png (needs python3-matplotlib)");
   cmd->add_option("--plot-data", o->plot_data, "Write the numbers behind those pictures to this .json (for your own plots)");
@@ -214,7 +227,7 @@ void add_pe(CLI::App& app) {
   auto* original_opt = cmd->add_option("--original-length", o->original_length,
                   "--rope-scaling: the training length L in tokens (default: --positions)")
       ->check(positive_integer());
-  cmd->callback([o, factor_opt, original_opt] {
+  cmd->callback([o, factor_opt, original_opt, heads_opt, base_opt, scale_opt, bits_opt] {
     // Before any work: nothing is computed, drawn or half-written for an output that cannot be written.
     if (!o->plot.empty()) check_output_path(o->plot, "--plot", {".png", ".svg", ".pdf"});
     if (!o->plot_data.empty()) check_output_path(o->plot_data, "--plot-data", {".json"});
@@ -231,6 +244,8 @@ void add_pe(CLI::App& app) {
     const bool additive = family == "additive";
     if (o->rope_scaling != "none" && family != "rotary")
       throw ConfigError("--rope-scaling applies to rotary kinds (" + join_kinds(encoding_kinds_of("rotary")) + "), not --kind " + o->kind);
+    for (const auto& [name, value] : std::vector<std::pair<std::string, double>>{{"--base", o->base}, {"--scale", o->scale}, {"--factor", o->factor}})
+      if (!std::isfinite(value)) throw ConfigError(name + " must be a finite number, got " + std::to_string(value));
     if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
     if (o->rope_scaling == "none" && (factor_opt->count() > 0 || original_opt->count() > 0))
       throw ConfigError("--factor and --original-length need --rope-scaling KIND (without it they would change nothing)");
@@ -261,6 +276,23 @@ void add_pe(CLI::App& app) {
       c = config_from_json(full);
     } catch (const ConfigError& e) {
       throw as_flag_error(e);
+    }
+    // A flag this kind does not read would print the same numbers and say nothing: a warning (not an error:
+    // one command line looped over every kind, --heads given for the bias kinds, is a fair use).
+    std::vector<std::string> given;
+    for (const auto& [name, opt] : std::vector<std::pair<std::string, CLI::Option*>>{
+             {"base", base_opt}, {"scale", scale_opt}, {"bits", bits_opt}, {"heads", heads_opt}})
+      if (opt->count() > 0) given.push_back(name);
+    if (!given.empty()) {
+      const auto matter = flags_that_matter(*o, c.model.pos_encoding, params);
+      for (const auto& name : given)
+        if (!matter.count(name)) {
+          std::string reads;
+          for (const auto& m : matter) reads += (reads.empty() ? "" : ", ") + ("--" + m);
+          std::cerr << "poslab: warning: --" << name << " changes nothing --kind " << o->kind << " prints (it reads "
+                    << (reads.empty() ? std::string("none of --base, --bits, --scale, --heads") : reads)
+                    << ")\n";  // stderr: the tables go to stdout
+        }
     }
     auto pe = build(*o, c.model.pos_encoding, o->heads);
     auto tensors = pe->inspect(o->positions, o->dim, params);

@@ -3,6 +3,7 @@
 #include "config/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -452,8 +453,8 @@ static PosEncodingConfig pos_encoding_from_json(const json& full, const ModelCon
   pe.plugin_sha256 = get<std::string>(full, at + "plugin_sha256");
   declared_options_from_json(full, pe);
   one_of(at + "kind", pe.kind, encoding_kinds(), "encoding");
-  require(pe.base > 1, at + "base", "> 1", pe.base);
-  require(pe.scale >= 0, at + "scale", ">= 0 (0 = the kind's default)", pe.scale);
+  require(pe.base > 1 && std::isfinite(pe.base), at + "base", "a finite number > 1", pe.base);
+  require(pe.scale >= 0 && std::isfinite(pe.scale), at + "scale", "a finite number >= 0 (0 = the kind's default)", pe.scale);
   // The kind's own checks (its file registered them) and, for a plug-in's kind, one trial construction.
   check_positional({pe, m.n_embd, m.n_head, m.block_size});
   check_rope_scaling(pe.rope_scaling, pe.kind, at + "rope_scaling.");

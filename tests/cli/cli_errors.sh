@@ -109,6 +109,15 @@ expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POS
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --original-length 2
 expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling yarn --factor 1
 expect_fail 2 "--dim must be even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+expect_fail 2 "--scale must be a finite number, got inf" -- "$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --scale inf
+expect_fail 2 "--base must be a finite number, got nan" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --base nan
+# A flag the kind does not read: the numbers printed as without it, and a warning on stderr naming what it reads.
+"$POSLAB" pe --kind alibi --positions 4 --dim 8 --base 100 > pe-base.csv 2> pe-base.err
+"$POSLAB" pe --kind alibi --positions 4 --dim 8 > pe-nobase.csv 2> pe-nobase.err
+check "pe: --base on alibi warns, naming what alibi reads, and prints the same table" bash -c \
+  "grep -qx 'poslab: warning: --base changes nothing --kind alibi prints (it reads --heads)' pe-base.err && cmp -s pe-base.csv pe-nobase.csv && [ ! -s pe-nobase.err ]"
+"$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --base 100 --scale 2 > /dev/null 2> pe-used.err
+check "pe: flags the kind reads give no warning" test ! -s pe-used.err
 expect_fail 2 "--option npos must be positive, got 0" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option npos=0
 expect_fail 2 "--option nps: unknown key" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option nps=3
 expect_fail 2 "--option =3: expected KEY=VALUE" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option =3
