@@ -72,6 +72,7 @@ void add_compare(CLI::App& app) {
       if (!file_exists(saved))
         throw ConfigError("--aggregate " + o->aggregate + ": no experiment.json here (not a poslab compare output directory)");
       co.out = o->aggregate;
+      check_run_writable(co.out, "results.json", "--aggregate");  // before any work, not after it
       Experiment e = experiment_from_json(read_json_file(saved), saved);
       fail_on_failed_cells(finish_experiment(e, co, /*require_all=*/true), co.out, /*shard=*/false);
       return;

@@ -24,7 +24,9 @@ std::vector<std::string> split_utf8(const std::string& text, const std::string& 
     const size_t len = utf8_char_length(text, i);
     if (len == 0)
       throw ConfigError(source + ": invalid UTF-8 at byte " + std::to_string(i) +
-                        " (the char-level tokenizer needs UTF-8 text; convert the file, e.g. with iconv)");
+                        (source.rfind("--prompt", 0) == 0
+                             ? std::string(" (a prompt must be UTF-8 text)")
+                             : std::string(" (the char-level tokenizer needs UTF-8 text; convert the file, e.g. with iconv)")));
     out.push_back(text.substr(i, len));
     i += len;
   }

@@ -125,8 +125,9 @@ json stats_at_length(GPT& model, const Corpus& corpus, const Config& c, int leng
   r["map_block"] = (T + o.map_size - 1) / o.map_size;
   r["maps"] = maps;  // (L, H, n, n)
   if (!o.quiet)
-    spdlog::info("attention length {:>5} ({} tokens): {} layers, mean distance {:.2f}", length, tokens, L,
-                 (sums[0] / static_cast<double>(n_stats)).mean().item<double>());
+    spdlog::info("attention length {:>5} ({} tokens): {} layers, mean distance {:.2f}{}", length, tokens, L,
+                 (sums[0] / static_cast<double>(n_stats)).mean().item<double>(),
+                 n_stats < o.sequences ? " over the " + std::to_string(n_stats) + " sequence(s) the split holds" : "");
   return r;
 }
 

@@ -275,7 +275,8 @@ void tokenize(const TokenizeOptions& o) {
   if (o.tokenizer.empty() == (o.vocab_size == 0))
     throw InputError("tokenize: give --vocab-size N (train a model) or --tokenizer M.model (use one), exactly one");
   if (o.vocab_size != 0 && (o.vocab_size < 260 || o.vocab_size > 1000000))
-    throw InputError("--vocab-size " + std::to_string(o.vocab_size) + ": expected 260 (256 bytes + 4) to 1000000");
+    throw InputError("--vocab-size " + std::to_string(o.vocab_size) +
+                     ": expected 260 to 1000000 (a text needs its 256 byte pieces, 3 specials and its distinct characters)");
   // From a config, errors name its keys (data.path, data.val_fraction), not flags its user never typed.
   const std::string fraction_name = o.from_config ? "data.val_fraction" : "--val-fraction";
   char fraction[32];
@@ -329,10 +330,14 @@ void tokenize(const TokenizeOptions& o) {
         const auto vs = message.find(" vs ", at);
         if (vs != std::string::npos) need = message.substr(vs + 4, message.find_first_not_of("0123456789", vs + 4) - vs - 4);
       }
-      throw InputError((o.from_config ? "data.tokenizer.sentencepiece.vocab_size " : "--vocab-size ") +
-                       std::to_string(o.vocab_size) + ": " +
-                       (need.empty() ? std::string() : "this text needs at least " + need + " pieces (its distinct characters and the specials); ") +
-                       "SentencePiece could not train on the text (" + message + ")");
+      const std::string key = o.from_config ? "data.tokenizer.sentencepiece.vocab_size " : "--vocab-size ";
+      if (!need.empty())  // SentencePiece's own advice names its --character_coverage, which poslab does not have
+        throw InputError(key + std::to_string(o.vocab_size) + ": this text needs at least " + need +
+                         " pieces (its 256 byte pieces, 3 specials and its distinct characters)");
+      if (message.find("sentences_.empty()") != std::string::npos)  // only empty lines: nothing to learn from
+        throw InputError((o.from_config ? "data.path: " : "--input: ") +
+                         std::string("the training part of the text has no line with a character in it"));
+      throw InputError(key + std::to_string(o.vocab_size) + ": SentencePiece could not train on the text (" + message + ")");
     }
     const auto lst = sp.LoadFromSerializedProto(model_bytes);
     if (!lst.ok()) throw std::runtime_error("sentencepiece: " + lst.ToString());
@@ -456,8 +461,8 @@ int main(int argc, char** argv) {
   tok->add_option("--input,-i", t.inputs, "UTF-8 text files (one document each)");
   tok->add_option("--out,-o", t.out, "Output directory (new, or empty)");
   tok->add_option("--vocab-size", t.vocab_size,
-                  "Train a SentencePiece model of this many pieces (260 to 1000000; a text needs at least 259, its "
-                  "256 byte pieces and 3 specials, plus its distinct characters)");
+                  "Train a SentencePiece model of this many pieces (260 to 1000000; a text needs its 256 byte "
+                  "pieces, 3 specials and its distinct characters)");
   tok->add_option("--model-type", t.model_type, "bpe or unigram")->check(CLI::IsMember({"bpe", "unigram"}));
   tok->add_option("--tokenizer", t.tokenizer, "Apply this SentencePiece .model instead of training one");
   tok->add_option("--val-fraction", t.val_fraction, "Tail fraction of the text held out for validation");

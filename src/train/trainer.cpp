@@ -357,9 +357,12 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
   }
   Session s = make_session(c, make_corpus(c), launch, {{"start", "a new run"}, {"stop_at", stop_at}});
   if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
-  // Everything is valid: only now does the run directory appear, written by rank 0 alone.
+  // Everything is valid: only now does the run directory appear, written by rank 0 alone, which holds its
+  // lock while it trains (another `train --out` of the same directory started at the same moment stops here).
+  std::optional<FileLock> lock;
   if (s.dist->is_main()) {
     fs::create_directories(dir);
+    lock.emplace(RunPaths{dir}.dir + "/.train.lock", "--out " + dir);
     RunPaths paths{dir};
     // The run keeps its tokenizer: a SentencePiece model is copied in beside vocab.json.
     if (s.corpus->tokenizer().is_sentencepiece())
@@ -379,6 +382,13 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
 TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& launch) {
   RunPaths paths{dir};
   if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": no run here (config.json is missing)");
+  // Rank 0 writes the run: it must be able to, and no other poslab may be training it (a second compare
+  // or shard reaching the same cell, a second --resume): refused before any work, as a new run's --out is.
+  std::optional<FileLock> lock;
+  if (launch.rank == 0) {
+    check_run_writable(dir, "its checkpoint", "--resume");
+    lock.emplace(dir + "/.train.lock", "--resume " + dir);
+  }
   Config c = config_from_json(read_json_file(paths.config()));
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();

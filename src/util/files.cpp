@@ -110,11 +110,11 @@ void check_output_dir(const std::string& path, const std::string& option) {
                       "); choose a directory you can write");
 }
 
-void check_run_writable(const std::string& dir, const std::string& file) {
+void check_run_writable(const std::string& dir, const std::string& file, const std::string& option) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return;
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw ConfigError("--run " + dir + ": cannot write " + file + " there (" + std::strerror(errno) +
+    throw ConfigError(option + " " + dir + ": cannot write " + file + " there (" + std::strerror(errno) +
                       "); copy the run where you can write, or run as its owner");
 }
 

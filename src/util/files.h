@@ -20,7 +20,7 @@ bool file_exists(const std::string& path);
 // Before the work of a command that writes `file` into an existing run directory `dir` (eval, probe,
 // attention): ConfigError "--run DIR: cannot write FILE there (reason); copy the run where you can write"
 // when it cannot. A directory that is not there is left to the command's own "no run here".
-void check_run_writable(const std::string& dir, const std::string& file);
+void check_run_writable(const std::string& dir, const std::string& file, const std::string& option = "--run");
 // Removes those of `paths` that exist: pictures and reports drawn from an older version of a file just
 // rewritten, which would no longer show it. Returns the ones removed (a file that cannot be removed throws).
 std::vector<std::string> remove_stale_files(const std::vector<std::string>& paths);

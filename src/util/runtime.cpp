@@ -142,7 +142,8 @@ std::string Runtime::describe() const {
          "OMP_WAIT_POLICY=" +
          (std::getenv("OMP_WAIT_POLICY") ? std::getenv("OMP_WAIT_POLICY") : "unset") + ")" +
          (batch_shards > 1 ? ", each batch split over " + std::to_string(batch_shards) + " threads" : "") +
-         (fused_adamw ? ", fused AdamW" : "") + (fused_ops ? ", fused GELU, LayerNorm, RoPE and attention softmax" : "");
+         (fused_adamw ? ", fused AdamW" : "") +
+         (fused_ops ? ", fused GELU, LayerNorm and attention softmax (and rotary kinds' rotation)" : "");
 }
 
 AutocastGuard::AutocastGuard(const Runtime& rt) : active_(rt.bf16), cuda_(rt.device.is_cuda()) {

@@ -242,6 +242,7 @@ expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train --init-from 
 expect_fail 2 "--tokens: must be a positive integer, got '0'" -- "$POSLAB" sample --run run --prompt "ab" --tokens 0
 expect_fail 2 "--temperature: must be a number >= 0 (0 = greedy), got '-1'" -- "$POSLAB" sample --run run --prompt "ab" --temperature -1
 expect_fail 2 "--prompt: must not be empty" -- "$POSLAB" sample --run run --prompt ""
+expect_fail 2 "--prompt: invalid UTF-8 at byte 1 (a prompt must be UTF-8 text)" -- "$POSLAB" sample --run run --prompt "$(printf 'a\xffb')"
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" sample --run nowhere --prompt "ab"
 expect_fail 2 "--no-cache" -- "$POSLAB" sample --run run --prompt "ab" --no-cache=maybe
 check "sample: the KV cache gives the recomputed greedy tokens" \
@@ -376,7 +377,9 @@ if [ -x "$(dirname "$POSLAB")/poslab-tokenize" ]; then
   expect_fail 2 "give --vocab-size N (train a model) or --tokenizer M.model (use one)" -- "$POSLAB" tokenize --input fox.txt --out t1
   expect_fail 2 "--out afile/t1: cannot create afile/t1.partial-" -- "$POSLAB" tokenize --input fox.txt --out afile/t1 --vocab-size 300
   expect_fail 2 "data.path $WORK/latin.txt: invalid UTF-8 at byte 3" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/latin.txt --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
-  expect_fail 2 "data.tokenizer.sentencepiece.vocab_size 260: this text needs at least 286 pieces (its distinct characters and the specials); SentencePiece could not train on the text" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/fox.txt --set data.tokenizer.sentencepiece.vocab_size=260 --out r6
+  printf '\n\n\n' > blank.txt
+  expect_fail 2 "--input: the training part of the text has no line with a character in it" -- "$POSLAB" tokenize --input blank.txt --out t1 --vocab-size 300 --val-fraction 0.5
+  expect_fail 2 "data.tokenizer.sentencepiece.vocab_size 260: this text needs at least 286 pieces (its 256 byte pieces, 3 specials and its distinct characters)" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=$WORK/fox.txt --set data.tokenizer.sentencepiece.vocab_size=260 --out r6
   expect_fail 2 "data.path $WORK/fox.txt: 13200 bytes leave an empty validation split at data.val_fraction 1e-07" -- "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set data.tokenizer.sentencepiece.vocab_size=300 --set data.val_fraction=0.0000001 --out r6
   expect_fail 2 "data.tokenizer applies to data.kind text" -- "$POSLAB" train -c ok.json --set data.tokenizer.sentencepiece.vocab_size=300 --out r6
   # A tokens directory whose meta.json names a damaged tokenizer.model: refused before training, not when sampling.

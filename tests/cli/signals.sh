@@ -21,6 +21,18 @@ for sig in INT TERM; do
   check "SIG$sig checkpoint is past step 0 ($step)" test "$step" -gt 0
 done
 
+# One poslab trains a run at a time: a --resume of a run being trained (a second compare or shard reaching the
+# same cell) is refused naming the other's pid, and the run it would have joined goes on untouched.
+"$POSLAB" train -c long.json --out run-busy > log-busy 2>&1 &
+pid=$!
+wait_for_checkpoint run-busy
+expect_fail 2 "--resume run-busy: another poslab (pid $pid) is writing it" -- "$POSLAB" train --resume run-busy
+check "...and the first run trains on" kill -0 $pid
+kill -TERM $pid
+wait $pid
+step=$(grep -o '"step": [0-9]*' run-busy/summary.json | grep -o '[0-9]*')
+check "...then, stopped, it resumes" "$POSLAB" train --resume run-busy --stop-at $((step + 5))
+
 # Resume the interrupted run for a few more steps (--stop-at), proving the checkpoint is usable.
 step=$(grep -o '"step": [0-9]*' run-INT/summary.json | grep -o '[0-9]*')  # run-INT's own step
 "$POSLAB" train --resume run-INT --stop-at $((step + 10)) > resume.log 2>&1
