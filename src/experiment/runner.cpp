@@ -426,7 +426,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     if (!c.error.empty()) {
       failures[c.name] = c.error;
     } else if (cell_finished(cell_dir(o.out, c))) {
-      spdlog::info("[{}/{}] {}: finished earlier, skipped", i + 1, n, c.name);
+      spdlog::info("{}: finished earlier, skipped", c.name);  // the counters below number the cells to run
       follow_ups.add(c);  // its probes, where an interrupted run left them undone
     } else {
       todo.push_back(i);
@@ -454,6 +454,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   };
   std::map<pid_t, int> running;
   std::map<pid_t, std::chrono::steady_clock::time_point> started;
+  std::map<pid_t, int> number;  // a cell's [k/total] in the order cells started: its lines keep it
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0, next = 0;
   bool stop_passed = false;  // a stop was passed on to the cells running then
@@ -472,8 +473,9 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       slot_of[pid] = slot;
       running[pid] = todo[next];
       started[pid] = std::chrono::steady_clock::now();
+      number[pid] = next + 1;
       const double eta = done > 0 ? cell_seconds / done * (total - done) / o.jobs : -1;
-      spdlog::info("[{}/{}] {} {} ({} left{}; log: {})", done + static_cast<int>(running.size()), total,
+      spdlog::info("[{}/{}] {} {} ({} left{}; log: {})", next + 1, total,
                    resuming ? "resuming" : "running", c.name, total - next - 1,
                    eta >= 0 ? ", ETA " + format_duration(eta) : "", cell_log(o.out, c));
       ++next;
@@ -486,20 +488,21 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     auto it = running.find(pid);
     if (it == running.end()) continue;
     const auto& c = e.cells[it->second];
+    const int k = number[pid];
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
     cell_seconds += secs;
     ++done;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
     if (ok) {
-      spdlog::info("[{}/{}] {} done in {} (elapsed {})", done, total, c.name, format_duration(secs),
-                   format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
+      spdlog::info("[{}/{}] {} done in {} ({} of {} done, elapsed {})", k, total, c.name, format_duration(secs), done,
+                   total, format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));
       follow_ups.add(c);
     } else if (stopped(status)) {
-      spdlog::warn("[{}/{}] {} interrupted; re-run the same command to resume it", done, total, c.name);
+      spdlog::warn("[{}/{}] {} interrupted; re-run the same command to resume it", k, total, c.name);
       follow_ups.failed(c);
     } else {
       failures[c.name] = last_error(cell_log(o.out, c));
-      spdlog::error("[{}/{}] {} failed: {}", done, total, c.name, failures[c.name]);
+      spdlog::error("[{}/{}] {} failed: {}", k, total, c.name, failures[c.name]);
       follow_ups.failed(c);
     }
     slot_of.erase(pid);

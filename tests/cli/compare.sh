@@ -22,12 +22,25 @@ check "a task cell's eval.json holds the documented fields (docs/outputs.md)" \
 check "results.csv follows RFC 4180 and holds results.json's rows (docs/outputs.md fields)" \
   /usr/bin/python3 "$CLI_DIR/py/check_results_csv.py" out "$CLI_DIR/../../docs/outputs.md"
 check "the table is printed" grep -q "exact match by eval length" log1
+check "each cell keeps its [k/N] from start to end, and the cells are numbered 1..N once each" /usr/bin/python3 - log1 <<'PY'
+import re, sys
+started, ended = {}, {}
+for line in open(sys.argv[1]):
+    m = re.search(r"\[(\d+)/(\d+)\] (running|resuming) (\S+)", line)
+    if m: started[m.group(4)] = (int(m.group(1)), int(m.group(2)))
+    m = re.search(r"\[(\d+)/(\d+)\] (\S+) (done in|failed:|interrupted)", line)
+    if m: ended[m.group(3)] = (int(m.group(1)), int(m.group(2)))
+assert started == ended, (started, ended)
+assert sorted(k for k, _ in started.values()) == [1, 2, 3, 4] and {n for _, n in started.values()} == {4}, started
+PY
 check "attention statistics for every finished cell" \
   test -s out/cells/kind=rope_n_embd=16/attention.json -a -s out/cells/kind=learned_n_embd=16/attention.json
 
 echo stale > out/report.html; echo stale > out/extrapolation.png  # as an earlier run with plots left them
 "$POSLAB" compare -c exp.json --out out --no-plots > log2 2>&1
 check "a re-run skips finished cells" test "$(grep -c 'finished earlier, skipped' log2)" -eq 2
+check "...and numbers the cells it runs among themselves, [1/2] and [2/2]" bash -c \
+  "grep -q '\[1/2\] running' log2 && grep -q '\[2/2\] running' log2 && ! grep -q '/4\]' log2"
 check "the report of the earlier results.json is removed, not left beside the new one" \
   test ! -e out/report.html -a ! -e out/extrapolation.png -a -s out/results.json
 check "and that is said" grep -q "removed out/report.html and its pictures: they showed earlier results" log2
