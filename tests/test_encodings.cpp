@@ -339,6 +339,18 @@ TEST(Randomize, AnEvaluationDrawIsEachRowsOwn) {
     }
     EXPECT_FALSE(torch::equal(p0, p1)) << kind;
     EXPECT_FALSE(torch::equal(p0, arange(12))) << kind;
+    if (std::string(kind) == "rope") {
+      // Uniform over [0, 64): over 2000 distinct rows each position is drawn 2000 * 12/64 = 375 times, give or
+      // take sqrt(375 (1 - 12/64)) = 17.5; six of those either way.
+      std::vector<int> seen(64, 0);
+      for (int r = 0; r < 2000; ++r) {
+        auto row = torch::randint(0, 11, {12}, torch::kLong);
+        row[0] = r % 11, row[1] = r / 11;  // distinct rows
+        auto p = model->pos->eval_positions(row);
+        for (int64_t i = 0; i < 12; ++i) seen[p[i].item<int64_t>()]++;
+      }
+      for (int pos = 0; pos < 64; ++pos) EXPECT_NEAR(seen[pos], 375, 105) << "position " << pos;
+    }
     // The draw reaches the hooks: the same row at positions 0..11 gives other logits.
     EXPECT_FALSE(torch::allclose(model->forward(idx.slice(0, 0, 1), arange(12))[0], batch[0])) << kind;
   }

@@ -3,7 +3,7 @@
 #include "model/positional/positional.h"
 
 #include <algorithm>
-#include <numeric>
+#include <set>
 #include <vector>
 
 #include "data/rng.h"
@@ -60,13 +60,14 @@ torch::Tensor PositionalEncodingImpl::eval_positions(const torch::Tensor& tokens
   Rng mix(static_cast<uint64_t>(T));
   uint64_t seed = mix.next();
   for (int64_t i = 0; i < T; ++i) seed = Rng(seed ^ static_cast<uint64_t>(p[i])).next();
-  // T of [0, max_position) without replacement (a partial Fisher-Yates shuffle), then sorted.
+  // T of [0, max_position) without replacement, uniformly (Floyd's algorithm: O(T), whatever max_position is).
   Rng rng(seed);
-  std::vector<int64_t> all(static_cast<size_t>(randomize_max_));
-  std::iota(all.begin(), all.end(), int64_t{0});
-  for (int64_t i = 0; i < T; ++i) std::swap(all[static_cast<size_t>(i)], all[static_cast<size_t>(i + rng.below(randomize_max_ - i))]);
-  std::vector<int64_t> draw(all.begin(), all.begin() + T);
-  std::sort(draw.begin(), draw.end());
+  std::set<int64_t> drawn;
+  for (int64_t j = randomize_max_ - T; j < randomize_max_; ++j) {
+    const int64_t t = rng.below(j + 1);
+    drawn.insert(drawn.count(t) ? j : t);
+  }
+  const std::vector<int64_t> draw(drawn.begin(), drawn.end());  // sorted
   return torch::tensor(draw, torch::kLong).to(tokens.device());  // (T,) sorted, distinct, < max_position
 }
 
