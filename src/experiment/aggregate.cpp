@@ -92,16 +92,17 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
     if (!group_settings.count(c.group)) group_settings[c.group] = c.settings;
     const std::string rel = "cells/" + c.name;
     RunPaths paths{out + "/" + rel};
-    json summary = read_cell_file(paths.summary(), {"status"}, "delete " + paths.dir + " and run the compare again to retrain it");
-    json eval = read_cell_file(paths.eval(variant ? variant->name : ""), {"train_length", "results"},
+    const std::string retrain = "delete " + paths.dir + " and run the compare again to retrain it";
+    const std::string eval_path = paths.eval(variant ? variant->name : "");
+    json summary = read_cell_file(paths.summary(), {"status"}, retrain);
+    json eval = read_cell_file(eval_path, {"train_length", "results"},
                                "delete it and run the compare again: a trained cell is only evaluated again");
     if (summary.is_object() && summary["status"] == "done")
       for (const char* k : {"params", "tokens_per_s", "wall_s"})
         if (!summary.contains(k) || !summary[k].is_number())
-          throw ConfigError(paths.summary() + ": \"" + std::string(k) + "\" is not a number in a finished run's summary (delete " +
-                            paths.dir + " and run the compare again to retrain it)");
-    if (eval.is_object() && !eval["results"].is_array())
-      throw ConfigError(paths.eval(variant ? variant->name : "") + ": \"results\" is not a list");
+          throw ConfigError(paths.summary() + ": \"" + std::string(k) + "\" is not a number in a finished run's summary (" +
+                            retrain + ")");
+    if (eval.is_object() && !eval["results"].is_array()) throw ConfigError(eval_path + ": \"results\" is not a list");
     json cell = {{"name", c.name + (variant ? "@" + variant->name : "")}, {"dir", rel}, {"group", c.group},
                  {"settings", c.settings}};
     if (variant && summary.is_object() && !eval.is_object() && summary.value("status", "") == "done")

@@ -533,10 +533,12 @@ json finish_experiment(const Experiment& e, const CompareOptions& o, bool requir
   }
   if (require_all) {
     std::vector<std::string> missing;
-    for (const auto& c : e.cells)
+    for (const auto& c : e.cells) {
       // A cell whose run failed (diverged, say) is finished too: results.json records it failed, as one compare does.
-      if (c.error.empty() && !cell_finished(cell_dir(o.out, c)) && cell_status(cell_dir(o.out, c)) != "failed")
-        missing.push_back(c.name);
+      const std::string dir = cell_dir(o.out, c), status = cell_status(dir);
+      const bool finished = status == "failed" || (status == "done" && file_exists(RunPaths{dir}.eval()));
+      if (c.error.empty() && !finished) missing.push_back(c.name);
+    }
     for (const auto& c : e.cells)
       for (const auto& v : e.eval_grid)
         if (cell_finished(cell_dir(o.out, c)) && !file_exists(RunPaths{cell_dir(o.out, c)}.eval(v.name)))
