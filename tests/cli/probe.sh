@@ -69,6 +69,14 @@ for r in p["results"]:
     assert abs(r["exact_low"] - max(0, c - h)) < 1e-9 and abs(r["exact_high"] - min(1, c + h)) < 1e-9, r
     assert 0 <= r["digit_accuracy"] <= 1 and r["key_logprob"] <= 0
     assert r["exact"] <= r["digit_accuracy"] + 1e-12
+    # The depth the needle landed at: a fraction, on every row with a needle and on no other.
+    assert ("depth_actual" in r) == (r["control"] != "no_needle"), r
+    if r["control"] != "no_needle":
+        assert 0 <= r["depth_actual"] <= 1, r
+# At 128 tokens the filler has sentences enough: each depth is hit within a sentence of the one asked.
+for r in p["results"]:
+    if r["length"] == 128 and r["control"] is None:
+        assert abs(r["depth_actual"] - r["depth"]) < 0.25, r
 PY
 # The same seed gives the same documents and scores; another seed other documents.
 cp run/probe-passkey.json first.json
