@@ -438,11 +438,17 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   // share of the CPUs; without binding, cells start with compare's own CPUs, as the scheduler likes.
   const std::vector<int> cpus = usable_cpus();
   const bool slice = openmp_binds() && o.jobs > 1;
-  std::map<pid_t, int> slot_of;  // running cell -> its slot, 0..jobs-1
+  struct Running {
+    int index;   // into e.cells
+    int number;  // its [k/total] in the order cells started: its lines keep it
+    int slot;    // its share of the CPUs, 0..jobs-1
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<pid_t, Running> running;
   auto free_slot = [&] {  // the lowest slot no running cell holds
     for (int slot = 0;; ++slot) {
       bool taken = false;
-      for (const auto& [pid, held] : slot_of) taken = taken || held == slot;
+      for (const auto& [pid, r] : running) taken = taken || r.slot == slot;
       if (!taken) return slot;
     }
   };
@@ -452,9 +458,6 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     for (size_t k = 0; k < share; ++k) mine.push_back(cpus[(slot * share + k) % cpus.size()]);
     return mine;
   };
-  std::map<pid_t, int> running;
-  std::map<pid_t, std::chrono::steady_clock::time_point> started;
-  std::map<pid_t, int> number;  // a cell's [k/total] in the order cells started: its lines keep it
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0, next = 0;
   bool stop_passed = false;  // a stop was passed on to the cells running then
@@ -470,10 +473,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       const bool resuming = is_run_dir(cell_dir(o.out, c));
       const int slot = free_slot();
       const pid_t pid = spawn_cell(o, c, config_path, slice ? slot_cpus(slot) : std::vector<int>{});
-      slot_of[pid] = slot;
-      running[pid] = todo[next];
-      started[pid] = std::chrono::steady_clock::now();
-      number[pid] = next + 1;
+      running[pid] = {todo[next], next + 1, slot, std::chrono::steady_clock::now()};
       const double eta = done > 0 ? cell_seconds / done * (total - done) / o.jobs : -1;
       spdlog::info("[{}/{}] {} {} ({} left{}; log: {})", next + 1, total,
                    resuming ? "resuming" : "running", c.name, total - next - 1,
@@ -482,14 +482,14 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     }
     int status = 0;
     std::vector<pid_t> children;
-    for (const auto& [child, index] : running) children.push_back(child);
+    for (const auto& [child, r] : running) children.push_back(child);
     pid_t pid = wait_passing_stop(-1, &status, children, &stop_passed);
     if (pid < 0) break;
     auto it = running.find(pid);
     if (it == running.end()) continue;
-    const auto& c = e.cells[it->second];
-    const int k = number[pid];
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started[pid]).count();
+    const auto& c = e.cells[it->second.index];
+    const int k = it->second.number;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
     cell_seconds += secs;
     ++done;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -505,7 +505,6 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       spdlog::error("[{}/{}] {} failed: {}", k, total, c.name, failures[c.name]);
       follow_ups.failed(c);
     }
-    slot_of.erase(pid);
     running.erase(it);
   }
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
