@@ -292,7 +292,10 @@ def plot_compare(cells, groups, colors, path, title):
                            colorbar=False)
         map_axes(ax)
     if im is not None:
-        cb = bottom.colorbar(im, ax=list(maps_axes), fraction=0.012, pad=0.01)
+        # The bar's width is a fraction of the axes it sits beside (and its length 20 widths): beside fewer maps
+        # than the four columns, a larger fraction keeps the bar as wide and as long as beside a full row.
+        share = max(4, len(groups)) / len(maps_axes)
+        cb = bottom.colorbar(im, ax=list(maps_axes), fraction=0.012 * share, pad=0.01 * share)
         cb.set_label(map_value_label(blocks, "log"))
     bottom.suptitle("each encoding's attention map at its longest evaluated length (last layer, mean over heads, "
                     "first cell of the group)", fontsize=11)

@@ -3,7 +3,7 @@
   `sequences`), e.g. "8 validation sequences (2 at 8 items)", not one count for every length;
 - the maps' axes have integer ticks (positions), even at a length of a few tokens;
 - a pooled map's colour bar says each value sums a block of keys; an unpooled one says attention probability
-  (in `attention` and in compare's summary).
+  (in `attention` and in compare's summary), and compare's bar stays as long as half a map with one group.
 Fixture: tests/data/plots/attention.json, edited here."""
 import copy
 import json
@@ -75,6 +75,16 @@ check(len(labels) == 1 and "sum" in labels[0] and "block" in labels[0], "compare
 for p in [p for p in ps if p.image is not None]:
     check(all(abs(t - round(t)) < 1e-9 for t in p.visible_xticks() + p.visible_yticks()),
           "compare %s: fractional ticks" % p.title)
+
+# With one group the map stands alone in its row: its colour bar is still as long as half the map, not a stub.
+bars = [p for p in ps if p.colorbar]
+images = [p for p in ps if p.image is not None]
+if bars and images:
+    bar_h = bars[0].ax.get_position().height
+    map_h = images[0].ax.get_position().height
+    check(bar_h >= 0.5 * map_h, "compare, one group: the colour bar is %.0f%% of the map's height" % (100 * bar_h / map_h))
+else:
+    check(False, "compare, one group: no colour bar or no map")
 
 if failures:
     print("\n".join(failures))
