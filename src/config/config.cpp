@@ -399,6 +399,8 @@ static void declared_options_from_json(const json& full, PosEncodingConfig& pe) 
       throw ConfigError(at + "kind '" + pe.kind + "' comes from plug-in " + spec->plugin + ": name it in " + at + "plugin");
   } else {
     pe.plugin = absolute_path(pe.plugin);  // absolute already from a file or --set (resolve_paths); a config built in code may not be
+    // A run's recorded plug-in (its hash given) that has moved is found by name in POSLAB_PLUGIN_PATH.
+    if (!pe.plugin_sha256.empty()) pe.plugin = find_moved_plugin(pe.plugin, pe.plugin_sha256, at + "plugin");
     const LoadedPlugin& plugin = load_plugin(pe.plugin, at + "plugin");
     if (!pe.plugin_sha256.empty() && pe.plugin_sha256 != plugin.sha256)
       throw ConfigError(at + "plugin " + pe.plugin + ": changed since the run recorded it (sha256 " + pe.plugin_sha256.substr(0, 12) +

@@ -177,4 +177,23 @@ for t, h, i, j, v in rows[1:]:
         assert abs(float(v) - want) <= 1e-5 * max(1, abs(want)), ((h, i, j), v, want)
 PYEOF
 expect_fail 2 "--option gauss_sigma must be a number" -- "$P/bin/poslab" pe --plugin "$SO" --kind gaussian_bias -n 6 -d 4 --option gauss_sigma=wide
+
+# A moved plug-in: the run's recorded path is gone; POSLAB_PLUGIN_PATH points at the directory now holding a
+# file of that name, which is used only with the recorded SHA-256.
+mkdir -p ../moved ../rebuilt
+cp "$SO" ../rebuilt/ && printf 'x' >> ../rebuilt/libgaussian_bias.so  # another build: same name, other bytes
+mv "$SO" ../moved/
+expect_fail 2 "libgaussian_bias.so: no such file (the run recorded it there; if it moved, set POSLAB_PLUGIN_PATH" -- \
+  "$P/bin/poslab" eval --run straight --lengths 4,32
+expect_fail 2 "POSLAB_PLUGIN_PATH holds only other builds of it: $(cd ../rebuilt && pwd)/libgaussian_bias.so" -- \
+  env POSLAB_PLUGIN_PATH="$(cd ../rebuilt && pwd)" "$P/bin/poslab" eval --run straight --lengths 4,32
+cp straight/eval.json eval-before-move.json
+POSLAB_PLUGIN_PATH="/nonexistent:$(cd ../rebuilt && pwd):$(cd ../moved && pwd)" "$P/bin/poslab" eval --run straight --lengths 4,32 > moved.log 2>&1
+check "a moved plug-in is found by POSLAB_PLUGIN_PATH, and says where" grep -q "using $(cd ../moved && pwd)/libgaussian_bias.so (the same SHA-256" moved.log
+check "... and evaluates the run as before it moved" $PY - eval-before-move.json straight/eval.json <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p))["results"] for p in sys.argv[1:3])
+assert [(r["length"], r["loss"]) for r in a] == [(r["length"], r["loss"]) for r in b], (a, b)
+PYEOF
+mv ../moved/libgaussian_bias.so "$SO"
 finish

@@ -9,6 +9,10 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
 
 #include "util/sha256.h"
 
@@ -96,6 +100,36 @@ static std::vector<EncodingSpec> plugin_kinds(void* handle, std::vector<Encoding
                           "' has the name of a built-in key of model.pos_encoding; choose another");
   }
   return std::move(registrar.specs);
+}
+
+std::string find_moved_plugin(const std::string& recorded, const std::string& sha256, const std::string& key) {
+  std::error_code ec;
+  if (fs::exists(recorded, ec)) return recorded;
+  const std::string where = key + " " + recorded + ": ";
+  const char* env = std::getenv("POSLAB_PLUGIN_PATH");
+  const std::string name = fs::path(recorded).filename().string();
+  std::string differs;  // candidates of the same name whose content is another build
+  std::stringstream dirs(env != nullptr ? env : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (dir.empty()) continue;
+    const std::string candidate = (fs::path(dir) / name).string();
+    if (!fs::is_regular_file(candidate, ec)) continue;
+    const std::string found = sha256_file(candidate, "POSLAB_PLUGIN_PATH");
+    if (found == sha256) {
+      static std::set<std::string> said;  // a command may read the run's config more than once
+      if (said.insert(recorded).second)
+        spdlog::info("plug-in {} is not where the run recorded it; using {} (the same SHA-256, found in POSLAB_PLUGIN_PATH)",
+                     name, candidate);
+      return fs::absolute(candidate).lexically_normal().string();
+    }
+    differs += (differs.empty() ? "" : ", ") + candidate + " (sha256 " + found.substr(0, 12) + "...)";
+  }
+  if (!differs.empty())
+    throw ConfigError(where + "no such file, and POSLAB_PLUGIN_PATH holds only other builds of it: " + differs +
+                      ", not the recorded sha256 " + sha256.substr(0, 12) + "...; rebuild the plug-in the run was trained with");
+  throw ConfigError(where + "no such file (the run recorded it there; if it moved, set POSLAB_PLUGIN_PATH to the "
+                    "directory now holding it: a file of the same name and the recorded sha256 " + sha256.substr(0, 12) +
+                    "... is used)");
 }
 
 const LoadedPlugin& load_plugin(const std::string& path, const std::string& key) {

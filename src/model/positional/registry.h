@@ -82,6 +82,12 @@ struct LoadedPlugin {
 // such file, not loadable, not a poslab plug-in, ABI mismatch, registers nothing, a kind taken).
 const LoadedPlugin& load_plugin(const std::string& path, const std::string& key);
 
+// Where a run's recorded plug-in is now: `recorded` itself if it exists, else the file of the same name in the
+// first directory of POSLAB_PLUGIN_PATH (colon-separated, as LD_LIBRARY_PATH) whose content has the recorded
+// `sha256`. ConfigError "<key> <recorded>: no such file (...)" saying how to point at a moved one, or naming the
+// candidates whose content differs.
+std::string find_moved_plugin(const std::string& recorded, const std::string& sha256, const std::string& key);
+
 // For load_plugin: while `into` is not null, register_encoding on this thread appends to it instead of
 // registering (static registrations made inside dlopen). Returns the previous target.
 std::vector<EncodingSpec>* collect_registrations(std::vector<EncodingSpec>* into);
