@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "config/config.h"
 #include "util/files.h"
@@ -257,6 +260,39 @@ TEST(Files, AFailedAtomicWriteLeavesNoTempFile) {
   const std::string taken = dir.sub("cache.json");
   std::filesystem::create_directories(taken + "/inside");
   EXPECT_THROW(poslab::write_file_atomic(taken, "{}\n"), std::runtime_error);
-  EXPECT_FALSE(std::filesystem::exists(taken + ".tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(dir.sub("")))
+    EXPECT_EQ(e.path().filename().string().rfind("cache.json.tmp", 0), std::string::npos) << e.path();
   EXPECT_TRUE(std::filesystem::is_directory(taken + "/inside"));
+}
+
+// Two writers of one path at once (two `poslab eval` of one run): every write succeeds, and the file is always
+// one writer's whole content, never the other's bytes renamed in by the first nor a mix of both.
+TEST(Files, ConcurrentAtomicWritesOfOnePathEachCommitTheirOwnFile) {
+  poslab::testing::TempDir dir;
+  const std::string path = dir.sub("eval.json");
+  const std::string a(1 << 18, 'a'), b(1 << 17, 'b');  // different lengths: a mix shows in the size too
+  std::atomic<int> failures{0};
+  auto writer = [&](const std::string& data) {
+    for (int i = 0; i < 60; ++i) try {
+        poslab::write_file_atomic(path, data);
+      } catch (const std::exception&) {
+        ++failures;
+      }
+  };
+  std::thread t1(writer, a), t2(writer, b);
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) continue;
+    const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_TRUE(got == a || got == b) << "a file of " << got.size() << " bytes, neither writer's";
+  }
+  t1.join();
+  t2.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::ifstream in(path, std::ios::binary);
+  const std::string got((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_TRUE(got == a || got == b);
+  size_t entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.sub(""))) ++entries, (void)e;
+  EXPECT_EQ(entries, 1u) << "temp files left beside eval.json";
 }

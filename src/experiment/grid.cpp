@@ -170,9 +170,11 @@ Experiment load_experiment(const std::string& path) {
     }
     cell.group = group.empty() ? "all" : group;
     // Its files are named after it (CELL.json, CELL.log, cells/CELL/): within a file name's 255 bytes.
-    if (cell.name.size() + std::string(".json.tmp").size() > 255)
+    const size_t longest = 255 - std::string(".json").size() - kAtomicTempSuffixMax;  // CELL.json's temp file
+    if (cell.name.size() > longest)
       throw ConfigError(where + ": cell " + cell.name.substr(0, 60) + "...: its name, " + std::to_string(cell.name.size()) +
-                        " bytes, is too long for a file name (at most 246): shorten the grid's values");
+                        " bytes, is too long for a file name (at most " + std::to_string(longest) +
+                        "): shorten the grid's values");
     // Every cell is validated here, before the first one trains: a bad value stops the whole grid.
     for (size_t k = 0; k < keys.size(); ++k)
       apply_file_override(config, keys[k], e.grid[keys[k]][index[k]], where + ": grid." + keys[k], path);

@@ -69,7 +69,8 @@ void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimize
   if (s.rank_rng.defined()) archive.write("rank_rng", s.rank_rng);
   std::ostringstream payload;
   archive.save_to(payload);
-  write_file_atomic(path, frame_checkpoint(payload.str()));
+  // Only the run's trainer writes its checkpoint (it holds the run's lock): one temp name, never a pile of them.
+  write_file_atomic_via(path, frame_checkpoint(payload.str()), path + ".tmp");
 }
 
 template <typename T>

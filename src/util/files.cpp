@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -50,7 +51,13 @@ void commit_file_atomic(const std::string& tmp_path, const std::string& final_pa
 }
 
 void write_file_atomic(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".tmp";
+  // This process's own temp file: two processes writing one path (two evals of one run) would otherwise
+  // write into one temp file, and one of them rename the other's bytes into place.
+  static std::atomic<unsigned> counter{0};
+  write_file_atomic_via(path, data, path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+}
+
+void write_file_atomic_via(const std::string& path, const std::string& data, const std::string& tmp) {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));

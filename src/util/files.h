@@ -8,8 +8,14 @@ namespace poslab {
 
 // Reads a whole file; throws ConfigError "<what> FILE: cannot read (reason)" when it cannot.
 std::string read_text_file(const std::string& path, const std::string& what);
-// Writes `data` to `path` atomically: path.tmp, fsync, rename, fsync of the directory.
+// Writes `data` to `path` atomically: a temp file of this process's own (path.tmp.PID.N), fsync, rename, fsync
+// of the directory. Two processes writing one path each leave a whole file of their own; the last rename wins.
 void write_file_atomic(const std::string& path, const std::string& data);
+// The same through the temp file `tmp`, for a file only one process writes (a run's checkpoint, under the
+// run's lock): a temp file left by a kill is overwritten by the next write, not left beside it.
+void write_file_atomic_via(const std::string& path, const std::string& data, const std::string& tmp);
+// The longest temp-file suffix write_file_atomic adds to a name (".tmp.PID.N"): names must leave room for it.
+constexpr size_t kAtomicTempSuffixMax = 26;
 void write_file_atomic(const std::string& path, const std::vector<char>& data);
 // fsyncs `path` then renames it over `final_path` (for files written by other libraries).
 void commit_file_atomic(const std::string& tmp_path, const std::string& final_path);

@@ -64,7 +64,7 @@ check "its two cells are named after the file and a hash of its path" \
   test "$(ls gp/out/cells | grep -cE '^path=a\.txt~[0-9a-f]{8}$')" -eq 2
 printf '{"name": "long", "base": "base.json", "grid": {"train.learning_rate": [0.001], "model.pos_encoding.kind": ["%s"]}}\n' \
   "$(printf 'r%.0s' $(seq 300))" > gp/long.json
-expect_fail 2 "bytes, is too long for a file name (at most 246): shorten the grid's values" -- "$POSLAB" compare -c gp/long.json --out gp/long --no-plots
+expect_fail 2 "bytes, is too long for a file name (at most 224): shorten the grid's values" -- "$POSLAB" compare -c gp/long.json --out gp/long --no-plots
 check "nothing is written for it" test ! -e gp/long
 
 # A launcher's variables around compare (an sbatch script with several tasks) do not reach the cells, each
