@@ -230,7 +230,7 @@ TEST(ReportStats, ConsoleRankingLineSaysItsScenariosAndFallback) {
                   {"cells", json::array()}};
   results["ranking"] = ranking_with_fallback(results, "exact_match", "k");
   const std::string table = format_results_table(results);
-  EXPECT_NE(table.find("ranking by mean reciprocal rank of loss over 4 scenario(s) (2 settings x lengths 16 32): a 1.00 b 0.50\n"
+  EXPECT_NE(table.find("ranking by mean reciprocal rank of loss over 4 scenarios (2 settings x lengths 16 32): a 1.00 b 0.50\n"
                        "(exact match is 0.000 for every configuration past the training length, so the ranking is by loss)"),
             std::string::npos)
       << table;
@@ -238,8 +238,21 @@ TEST(ReportStats, ConsoleRankingLineSaysItsScenariosAndFallback) {
   results["rows"][2]["exact_match_mean"] = 0.5;  // a at 16, copy
   results["ranking"] = ranking_with_fallback(results, "exact_match", "k");
   const std::string kept = format_results_table(results);
-  EXPECT_NE(kept.find("ranking by mean reciprocal rank over 4 scenario(s) (2 settings x lengths 16 32):"), std::string::npos) << kept;
+  EXPECT_NE(kept.find("ranking by mean reciprocal rank over 4 scenarios (2 settings x lengths 16 32):"), std::string::npos) << kept;
   EXPECT_EQ(kept.find("so the ranking is by loss"), std::string::npos) << kept;
+  EXPECT_NE(what_this_shows(results, "exact_match", results["ranking"]).find("Mean reciprocal rank over 4 scenarios: "), std::string::npos);
+  // One task only: nothing else varied, so the ranked scenarios are the lengths and are called so.
+  json one = results;
+  one["rows"] = json::array();
+  for (const auto& r : results["rows"])
+    if (r["scenario"] == "task=copy") one["rows"].push_back(r);
+  for (auto& r : one["rows"]) r["scenario"] = "";
+  one["ranking"] = ranking_with_fallback(one, "exact_match", "k");
+  const std::string single = format_results_table(one);
+  EXPECT_NE(single.find("ranking by mean reciprocal rank over lengths 16 32: "), std::string::npos) << single;
+  EXPECT_EQ(single.find("scenario"), std::string::npos) << single;
+  EXPECT_NE(what_this_shows(one, "exact_match", one["ranking"]).find("Mean reciprocal rank over 2 lengths: "), std::string::npos)
+      << what_this_shows(one, "exact_match", one["ranking"]);
 }
 
 // A difference the tables print as none (they show 3 decimals) is a tie in the ranking too.

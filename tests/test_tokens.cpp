@@ -445,7 +445,7 @@ TEST(TokenCorpus, AStaleScanCacheIsCheckedAgainstTheFile) {
 
 TEST(TokenCorpus, RefusesIdsAtOrAboveTheVocabularyAndShortValidation) {
   TempDir dir;
-  std::vector<uint16_t> train(100, 1), val(100, 1);
+  std::vector<uint16_t> train(200, 1), val(100, 1);  // val: too short for a 100-token block, train not
   train[37] = 60;  // byte offset 74
   write_u16(dir.sub("train.bin"), train);
   write_u16(dir.sub("val.bin"), val);
@@ -458,15 +458,18 @@ TEST(TokenCorpus, RefusesIdsAtOrAboveTheVocabularyAndShortValidation) {
     EXPECT_NE(std::string(e.what()).find("train.bin: token id 60 at byte offset 74 (token 37)"), std::string::npos) << e.what();
   }
   c.data.vocab_size = 61;
-  c.eval.lengths = {64, 128};  // val holds 100 tokens, 129 needed
+  c.model.block_size = 100;  // val holds 100 tokens, 101 needed for one validation window
   try {
     make_corpus(c);
     ADD_FAILURE();
   } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("val.bin: 100 tokens is too short"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("val.bin: 100 tokens is too short: validation needs at least model.block_size+1 = 101"),
+              std::string::npos) << e.what();
   }
-  c.eval.lengths = {64};
+  c.model.block_size = 99;
+  c.eval.lengths = {64, 128};  // past the file: the evaluation reports 128 not applicable, the corpus is fine
   EXPECT_NO_THROW(make_corpus(c));
+  c.model.block_size = 8;
   c.data.vocab_size = 0;  // no meta.json or meta.pkl beside the files either
   EXPECT_THROW(make_corpus(c), ConfigError);
 }

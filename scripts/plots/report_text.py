@@ -184,10 +184,14 @@ def noise_txt(res):
 def ranking_txt(res):
     rk = res.get("ranking") or {}
     lengths = ", ".join("%g" % L for L in rk.get("lengths", []))
-    return ("Mean reciprocal rank (as Kazemnejad et al. 2023 rank encodings): each encoding's rank by %s in each "
-            "of %s scenario(s) (lengths %s %s%s), 1/rank averaged; ties share the better rank, n/a ranks last."
-            % ("loss" if rk.get("metric") == "loss" else "exact match", rk.get("scenarios", 0), lengths,
-               res.get("length_unit", ""), scenarios_txt(res))
+    n = rk.get("scenarios", 0)
+    # A scenario is a length under one setting of the other grid keys; with none varied, it is a length.
+    where = ("in each of %s scenarios (lengths %s %s%s)" % (n, lengths, res.get("length_unit", ""), scenarios_txt(res))
+             if rk.get("settings", 1) > 1 or scenarios_txt(res) else
+             "at each of %s length%s (%s %s)" % (n, "" if n == 1 else "s", lengths, res.get("length_unit", "")))
+    return ("Mean reciprocal rank (as Kazemnejad et al. 2023 rank encodings): each encoding's rank by %s %s, "
+            "1/rank averaged; ties share the better rank, n/a ranks last."
+            % ("loss" if rk.get("metric") == "loss" else "exact match", where)
             + (" (%s.)" % (rk["fallback"][0].upper() + rk["fallback"][1:]) if rk.get("fallback") else ""))
 
 

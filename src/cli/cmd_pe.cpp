@@ -216,7 +216,7 @@ void add_pe(CLI::App& app) {
   auto* base_opt = cmd->add_option("--base", o->base, "Base for sinusoidal and rope (default 10000)");
   auto* scale_opt = cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
-  auto* bits_opt = cmd->add_option("--bits", o->bits, "Bits for binary (default 16)");
+  auto* bits_opt = cmd->add_option("--bits", o->bits, "Bits for binary (default 16, or --dim where it is narrower)");
   cmd->add_option("--format,-f", o->format, "csv|json (default csv: one record per value, RFC 4180)")->check(CLI::IsMember({"csv", "json"}));
   cmd->add_option("--plot", o->plot, "Draw the pictures that explain the encoding into this .png (needs python3-matplotlib)");
   cmd->add_option("--plot-data", o->plot_data, "Write the numbers behind those pictures to this .json (for your own plots)");
@@ -252,6 +252,9 @@ void add_pe(CLI::App& app) {
     if (family == "rotary" && o->dim % 2 != 0)
       throw ConfigError("--dim must be even for " + o->kind + " (it rotates pairs of the head's dims), got " +
                         std::to_string(o->dim));
+    // binary's 16 bits by default, but no more than the table is wide: `--kind binary --dim 8` shows 8 bits
+    // (a model's config states its bits; pe's default should not fail on a narrow table nobody asked bits of).
+    if (bits_opt->count() == 0) o->bits = std::min<int64_t>(16, o->dim);
     nlohmann::json j = {{"model",
                          {{"n_embd", o->dim * (additive ? 1 : o->heads)},
                           {"n_head", additive ? 1 : o->heads},

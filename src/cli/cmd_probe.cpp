@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "config/config.h"
 #include "probe/probe.h"
 #include "util/files.h"
@@ -54,7 +55,9 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--trials", o->probe.trials, "Documents per (length, depth) cell (default 50)");
   cmd->add_option("--haystack", o->probe.haystack, "Filler: noise (the reference's sentences) or text (held-out text of "
                                                    "the run's corpus) (default noise)");
-  cmd->add_option("--digits", o->probe.digits, "Key digits (default: the run's data.probes.passkey.digits, 5 unless set)");
+  // 0 stands for "the run's" inside the options an experiment passes; on the command line leaving the flag out says it.
+  cmd->add_option("--digits", o->probe.digits, "Key digits, 1 to 18 (default: the run's data.probes.passkey.digits, 5 unless set)")
+      ->check(integer_at_least(1, "between 1 and 18 (leave it out for the run's own)"));
   cmd->add_option("--template", o->probe.template_name,
                   "auto|reference|compact (default: the run's data.probes.passkey.template, auto)");
   cmd->add_flag("--no-needle", o->probe.no_needle, "Remove the needle from every cell: chance level");

@@ -13,13 +13,6 @@ namespace fs = std::filesystem;
 
 namespace poslab {
 
-// The longest window any evaluation of this config reads: eval.lengths, or the training window.
-static int64_t longest_eval_length(const Config& c) {
-  int64_t longest = c.model.block_size;
-  for (int len : c.eval.lengths) longest = std::max<int64_t>(longest, len);
-  return longest;
-}
-
 TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, const Config& c,
                          const Tokenizer* run_tokenizer)
     : TextCorpus(c.model.block_size), train_(std::move(train)), val_(std::move(val)) {
@@ -67,10 +60,12 @@ TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, 
   if (train_.size() < need_train)
     throw ConfigError(train_.source() + ": " + std::to_string(train_.size()) + " tokens is too short: training needs at least "
                       "model.block_size+1 = " + std::to_string(need_train));
-  const int64_t need_val = longest_eval_length(c) + 1;
+  // Validation while training reads windows of block_size+1; an evaluation length past the file is reported
+  // not applicable by the evaluation, as for text, and the other lengths are evaluated.
+  const int64_t need_val = block_size_ + 1;
   if (val_.size() < need_val)
-    throw ConfigError(val_.source() + ": " + std::to_string(val_.size()) + " tokens is too short: the longest evaluation "
-                      "(model.block_size and eval.lengths) needs " + std::to_string(need_val));
+    throw ConfigError(val_.source() + ": " + std::to_string(val_.size()) + " tokens is too short: validation needs at "
+                      "least model.block_size+1 = " + std::to_string(need_val));
 }
 
 torch::Tensor TokenCorpus::windows(Split split, const std::vector<int64_t>& starts, int64_t len) const {

@@ -281,12 +281,13 @@ std::string format_results_table(const json& results) {
     const auto& rk = results["ranking"];
     // A scenario is one column ranked: a length, or a length under one setting of the other grid keys.
     const size_t n_settings = rk.value("settings", size_t{1});
-    out << "ranking by mean reciprocal rank" << (rk.contains("fallback") ? " of loss" : "") << " over " << rk["scenarios"]
-        << " scenario(s) (";
-    if (n_settings > 1) out << n_settings << " settings x ";
-    out << "lengths";
+    // With nothing else varied a scenario is a length: say lengths, not "scenarios", which the best marks use
+    // for the rows sharing the other grid keys' values.
+    out << "ranking by mean reciprocal rank" << (rk.contains("fallback") ? " of loss" : "") << " over ";
+    if (n_settings > 1) out << rk["scenarios"] << " scenarios (" << n_settings << " settings x lengths";
+    else out << "lengths";
     for (const auto& L : rk["lengths"]) out << " " << L;
-    out << "):";
+    out << (n_settings > 1 ? "):" : ":");
     for (const auto& it : rk["items"])
       if (it["mrr"].is_number()) std::snprintf(buf, sizeof buf, " %s %.2f", it["name"].get<std::string>().c_str(),
                                                it["mrr"].get<double>()), out << buf;

@@ -274,7 +274,8 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     std::vector<std::string> top;
     for (const auto& it : ranking["items"]) top.push_back(it["name"].get<std::string>() + " " + fmt(it["mrr"].get<double>(), 2));
     out << " Mean reciprocal rank" << (ranking.contains("fallback") ? " by loss (" + ranking["fallback"].get<std::string>() + ")" : "")
-        << " over " << ranking["scenarios"].get<int>() << " scenario" << (ranking["scenarios"].get<int>() == 1 ? "" : "s")
+        << " over " << ranking["scenarios"].get<int>()
+        << (ranking.value("settings", 1) > 1 ? " scenario" : " length") << (ranking["scenarios"].get<int>() == 1 ? "" : "s")
         << ": " << join(top) << ".";
   }
   int seeds = 0;

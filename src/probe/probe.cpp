@@ -146,7 +146,13 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     passkey_fixed_tokens(tok, tmpl, digits);
     noise_haystack(tok, 1);
   } catch (const ConfigError& e) {
-    throw ConfigError("--task passkey: the run's vocabulary cannot write the " + tmpl.name + " template: " + e.what());
+    // A text run trained with passkey documents has the template's characters; one trained without may not.
+    const bool mixed = c.data.probes.passkey.fraction > 0;
+    throw ConfigError("--task passkey: the run's vocabulary cannot write the " + tmpl.name + " template: " + e.what() +
+                      (mixed || tok.is_sentencepiece() || c.data.kind != "text"
+                           ? std::string()
+                           : std::string(" (the run trained without passkey documents, which add the template's "
+                                         "characters to a vocabulary: train with data.probes.passkey, as the main job does)")));
   }
   Haystack text;
   if (o.haystack == "text") {

@@ -215,7 +215,11 @@ LoadedRun load_run(const std::string& dir) {
   run.config.model.vocab_size = static_cast<int>(run.tokenizer.size());
   run.model = GPT(run.config.model);
   if (!file_exists(paths.checkpoint()))
-    throw ConfigError("run " + dir + ": no checkpoint.pt yet (the run stopped before its first checkpoint)");
+    throw ConfigError("run " + dir + ": no checkpoint.pt" +
+                      (file_exists(paths.weights())
+                           ? std::string(" (it was removed: commands read a run from checkpoint.pt; model.pt beside it "
+                                         "holds the weights alone, for other tools)")
+                           : std::string(" yet (the run stopped before its first checkpoint)")));
   run.state = load_checkpoint(paths.checkpoint(), run.model, nullptr);
   run.model->eval();
   return run;

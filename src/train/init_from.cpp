@@ -44,6 +44,15 @@ InitSource read_init_source(const std::string& dir, Config& c) {
 void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tokenizer) {
   const std::string flag = "--init-from " + s.dir + ": ";
   const nlohmann::json there = s.tokenizer.to_json(), here = tokenizer.to_json();
+  const auto kind_of = [](const CharTokenizer& t) {
+    return t.is_sentencepiece() ? "SentencePiece pieces" : t.ids_only() ? "bare ids" : "characters";
+  };
+  if (there != here && (!there.is_array() || !here.is_array())) {
+    // Vocabularies of two kinds (SentencePiece pieces against characters, say): no id-by-id difference to show.
+    throw ConfigError(flag + "its vocabulary (" + std::to_string(s.tokenizer.size()) + " " + kind_of(s.tokenizer) +
+                      ") differs from this config's data (" + std::to_string(tokenizer.size()) + " " + kind_of(tokenizer) +
+                      "); token ids would mean other text");
+  }
   if (there != here) {
     // The first place they differ (same sizes, another character at an id, say), as the vocabulary file has it.
     const nlohmann::json::json_pointer at(nlohmann::json::diff(there, here)[0]["path"].get<std::string>());

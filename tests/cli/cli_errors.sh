@@ -195,6 +195,9 @@ assert s["status"] == "failed" and "cannot write" in s["error"], s'
 check "the run whose checkpoint write failed still evaluates from the checkpoint before" \
   bash -c "'$POSLAB' eval --run ckfail --lengths 8 >/dev/null 2>&1"
 check "no run directory left behind by bad eval input" test ! -e r2 -a ! -e r3 -a ! -e run/eval-a
+# A finished run whose checkpoint.pt was removed: the error says commands read it, not that training stopped early.
+cp -r run nockpt && rm nockpt/checkpoint.pt
+expect_fail 2 "run nockpt: no checkpoint.pt (it was removed: commands read a run from checkpoint.pt; model.pt" -- "$POSLAB" eval --run nockpt
 
 # --init-from: a new run from another run's weights; mismatches refused, nothing left behind.
 expect_fail 2 "--init-from nowhere: no run here" -- "$POSLAB" train -c ok.json --init-from nowhere --out r4
@@ -322,7 +325,7 @@ expect_fail 2 "count.bin: the llm.c header says 10 tokens (20 bytes) but the fil
 expect_fail 2 "looks like an llm.c shard whose magic 20240521 is neither 20240520 (uint16) nor 20240801 (uint32)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/badmagic.bin --out r6
 expect_fail 2 "shard.bin: token id 55432 at byte offset 0 (token 0) is not below the vocabulary size 7 (the file is an llm.c shard (magic 20240520), read as a raw array because data.format is nanogpt: set data.format to llmc or auto)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/shard.bin --set data.format=nanogpt --out r6
 expect_fail 2 "empty.bin: holds no tokens" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/empty.bin --out r6
-expect_fail 2 "short_val.bin: 10 tokens is too short: the longest evaluation" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/short_val.bin --out r6
+expect_fail 2 "short_val.bin: 10 tokens is too short: validation needs at least model.block_size+1 = 41" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/short_val.bin --out r6
 expect_fail 2 "high.bin: token id 9 at byte offset 100 (token 50) is not below the vocabulary size 7" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/high.bin --out r6
 expect_fail 2 "data.vocab_size: token files need a vocabulary size" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.train_path=tok/train.bin --set data.val_path=tok/val.bin --out r6
 mkdir -p pkl && cp tok/train.bin tok/val.bin pkl/ && cp tok/meta_other.pkl pkl/meta.pkl
@@ -338,8 +341,8 @@ import struct, json
 for n, k in (('train', 400), ('val', 300)): open('tok32/%s.bin' % n, 'wb').write(struct.pack('<%dI' % k, *[i % 7 for i in range(k)]))
 json.dump({'vocab_size': 7, 'dtype': 'uint32'}, open('tok32/meta.json', 'w'))"
 expect_fail 2 "data.dtype is uint16 but $WORK/tok32/meta.json says dtype uint32 for" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=tok32 --set data.dtype=uint16 --out r6
-# Commands that read a run or a config check the validation file against the lengths they read: eval
-# against its --lengths (not the run's eval.lengths), data against the training window.
+# A validation file shorter than an evaluation length: that length is not applicable, the others evaluated
+# (as for text); the file is checked against the training window only.
 mkdir -p tokv && cp tok/train.bin tok/val.bin tokv/
 "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[40,200] --out tokrun > /dev/null 2>&1
 head -c 200 tok/val.bin > tokv/val.bin  # 100 tokens: too short for 200, enough for 40
@@ -347,7 +350,11 @@ check "eval --lengths 20,40 runs on a validation file too short for the run's ow
   bash -c "'$POSLAB' eval --run tokrun --lengths 20,40 --tag short > /dev/null 2>&1"
 check "data shows training windows of a config whose eval.lengths its validation file cannot hold" \
   bash -c "'$POSLAB' data -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[200] --n 1 > /dev/null 2>&1"
-expect_fail 2 "tokv/val.bin: 100 tokens is too short: the longest evaluation" -- "$POSLAB" eval --run tokrun --lengths 20,200
+"$POSLAB" eval --run tokrun --lengths 20,200 --tag past > /dev/null 2>&1
+check "eval --lengths past a token file's validation split: that length n/a, the others evaluated" /usr/bin/python3 -c '
+import json; r = {x["length"]: x for x in json.load(open("tokrun/eval-past.json"))["results"]}
+assert r[20]["status"] == "ok" and r[20]["loss"] > 0, r[20]
+assert r[200]["status"].startswith("n/a: validation split has 100 tokens, fewer than 201") and r[200]["loss"] is None, r[200]' 
 check "a token-file run's eval.json says its data are tokens, not text" /usr/bin/python3 -c '
 import json; assert json.load(open("tokrun/eval-short.json"))["data"] == "tokens"' 
 # A FIFO named as a token file is refused at once (opening it waited for a writer forever).

@@ -28,6 +28,8 @@ expect_fail 2 "--threshold: must be in (0, 1) (a lower 95% bound of exact match,
 expect_fail 2 "run nowhere: no run here" -- "$POSLAB" probe --run nowhere
 # A depth listed twice would probe the same documents twice and count them twice in the effective length.
 expect_fail 2 "--depths: 0.5 is listed twice" -- "$POSLAB" probe --run run --depths 0,0.5,0.5
+# --digits 0 is no key length (it was taken silently as "the run's"); leaving the flag out means that.
+expect_fail 2 "--digits: must be between 1 and 18 (leave it out for the run's own), got '0'" -- "$POSLAB" probe --run run --digits 0
 expect_fail 2 "--depths: '0,0.5,' ends with a comma" -- "$POSLAB" probe --run run --depths 0,0.5,
 # Too many documents for memory: the advice names the probe's own options (it has no --batch-size).
 expect_fail 1 "ask for shorter --lengths or fewer --trials" -- "$POSLAB" probe --run run --lengths 64 --trials 2000000000 --no-plot

@@ -156,6 +156,12 @@ check "the text is tokenized once: the trained model's entry is an alias of it (
   bash -c '[ "$(grep -c "tokenizing .* with SentencePiece" bpe.log)" -eq 1 ] && [ "$(find runs/.poslab-cache -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 1 ] && [ "$(find runs/.poslab-cache -mindepth 1 -maxdepth 1 -type l | wc -l)" -eq 1 ]'
 check "eval.json parses and scores both lengths" /usr/bin/python3 -c "
 import json; e = json.load(open('runs/bpe/eval.json')); assert [r['status'] for r in e['results']] == ['ok', 'ok'], e"
+# A character-level config started from the SentencePiece run: refused, naming both kinds of vocabulary (not
+# a JSON diff of the two whole vocabularies).
+sed 's/, "tokenizer": {"sentencepiece": {"vocab_size": 400, "model_type": "bpe"}}//' bpe.json > chars-like-bpe.json
+expect_fail 2 "--init-from runs/bpe: its vocabulary (400 SentencePiece pieces) differs from this config's data (" -- \
+  "$POSLAB" train -c chars-like-bpe.json --init-from runs/bpe --out runs/chars-from-bpe
+check "... and names the characters it has" bash -c "'$POSLAB' train -c chars-like-bpe.json --init-from runs/bpe --out runs/chars-from-bpe 2>&1 | grep -qE 'data \([0-9]+ characters\); token ids would mean other text'"
 # Exact resume: stopped at step 10 and resumed (tokenizing again with the run's own model copy), the
 # metrics equal the straight run's.
 "$POSLAB" train -c bpe.json --out runs/bpe-split --stop-at 10 > split.log 2>&1

@@ -10,6 +10,16 @@ out=$("$POSLAB" pe --kind alibi --positions 4 --dim 8 --heads 8 --format json)
 check "pe alibi json has the 8-head slopes 1/2 .. 1/256" bash -c "printf '%s' '$out' | /usr/bin/python3 -c 'import json,sys; d=json.load(sys.stdin); s=d[\"slopes\"]; assert abs(s[0]-0.5)<1e-7 and abs(s[7]-1/256)<1e-9 and len(d[\"bias\"])==8 and d[\"bias\"][0][3][0]==-1.5'"
 out=$("$POSLAB" pe --kind rope --positions 5 --dim 8 --format json)
 check "pe rope json: angles (5, 4), angle[2][0] = 2" bash -c "printf '%s' '$out' | /usr/bin/python3 -c 'import json,sys; a=json.load(sys.stdin)[\"angles\"]; assert len(a)==5 and len(a[0])==4 and a[2][0]==2.0'"
+# binary without --bits on a table narrower than its 16: one bit per column, position p's bit k at column k
+# (as +-1, the default signed bits, times scale 1/sqrt(8)).
+"$POSLAB" pe --kind binary --positions 8 --dim 8 --format json > bin8.json 2> bin8.err
+check "pe --kind binary --dim 8 (no --bits): 8 bits by the binary expansion ($(head -1 bin8.err))" /usr/bin/python3 -c '
+import json, math
+t = json.load(open("bin8.json"))["table"]
+for p in range(8):
+    want = [((p >> k) & 1) * 2 - 1 for k in range(8)]
+    got = [v * math.sqrt(8) for v in t[p]]
+    assert max(abs(a - b) for a, b in zip(got, want)) < 1e-5, (p, got, want)'
 out=$("$POSLAB" pe --kind learned --positions 4 --dim 8 --format csv)
 check "pe learned prints its (untrained) table" test "$(printf '%s\n' "$out" | grep -c '^"table",')" -eq 32
 # Every kind and option in CSV and JSON: the CSV parses (RFC 4180) and holds exactly the JSON's values.
