@@ -9,7 +9,7 @@ beside this file (scripts/plots/report.py); this is the entry point `poslab comp
 
 Needs numpy and matplotlib (Debian: /usr/bin/python3 has both; re-executed under it when the
 interpreter that started lacks them). Exit status: 0 on success, 2 when results.json is missing or
-malformed.
+malformed, 3 without numpy or matplotlib, 4 when a file cannot be written (one line naming it).
 """
 
 import os
@@ -22,11 +22,11 @@ signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from plots import require_matplotlib  # noqa: E402
+from plots import require_matplotlib, run_main  # noqa: E402
 
 require_matplotlib("plot_report")
 
 from plots.report import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main("plot_report", main))

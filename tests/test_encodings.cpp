@@ -90,6 +90,36 @@ TEST(Xpos, ScoreIsRopeTimesDecayAndDependsOnDistanceOnly) {
     for (int n = offset + 1; n < T; n += 7) EXPECT_NEAR(s[n][n - offset].item<double>(), s[offset][0].item<double>(), 1e-4);
 }
 
+// The bound past which xPos's centred scales overflow: zeta^(-ceil(T/2)/gamma) with the smallest zeta, 2/7, by
+// the published formula; within the bound every rotated q and k is finite, and past it check_length refuses
+// the length (it came out as a nan loss reported ok) and the config refuses such a block_size.
+TEST(Xpos, LengthsPastItsScalesRangeAreRefusedAndWithinItStayFinite) {
+  for (double gamma : {1.0, 2.0, 4.0, 512.0}) {
+    const int64_t limit = xpos_max_length(gamma);
+    const double exponent = std::ceil(limit / 2.0) / gamma * std::log(3.5);  // ln of the largest scale
+    EXPECT_LE(exponent, 80.0 + 1e-9) << gamma;
+    EXPECT_GT((std::ceil((limit + 2) / 2.0)) / gamma * std::log(3.5), 80.0) << gamma;  // the bound is tight
+  }
+  auto e = kind_config("xpos");
+  e.scale_base = 1;
+  auto xpos = make(e, 16, 2, /*block_size=*/16);
+  const int64_t limit = xpos_max_length(1);
+  EXPECT_NO_THROW(xpos->check_length(limit));
+  EXPECT_THROW(xpos->check_length(limit + 1), PositionLimitError);
+  EXPECT_EQ(xpos->eval_length_limit(), limit);
+  auto q = torch::randn({1, 2, limit, 8}), k = torch::randn({1, 2, limit, 8});
+  auto [rq, rk] = xpos->rotate(q, k, arange(limit));
+  EXPECT_TRUE(torch::isfinite(rq).all().item<bool>());
+  EXPECT_TRUE(torch::isfinite(rk).all().item<bool>());
+  // Training at a block its scales cannot hold: refused by the config, naming scale_base.
+  try {
+    make_positional({e, 16, 2, /*block_size=*/limit + 2});
+    ADD_FAILURE() << "block_size past xpos_max_length accepted";
+  } catch (const ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("model.pos_encoding.scale_base"), std::string::npos) << err.what();
+  }
+}
+
 TEST(Xpos, FactorsStayFiniteAtLongLengths) {
   auto xpos = make(kind_config("xpos"), 16, 2);
   auto q = torch::randn({1, 2, 8192, 8}), k = torch::randn({1, 2, 8192, 8});

@@ -90,6 +90,25 @@ TEST(Eval, LearnedTableReportsNotApplicableAndOtherLengthsRun) {
   EXPECT_EQ(eval["results"][2]["status"], "ok");
 }
 
+// xPos past the length its scales hold (about 128 scale_base tokens): n/a, not a nan loss reported ok.
+TEST(Eval, XposPastItsScalesRangeIsNotApplicable) {
+  TempDir dir;
+  Config c = tiny_text("xpos", corpus_file(dir));
+  c.model.pos_encoding.scale_base = 1;  // the bound at 126 tokens
+  c.train.max_iters = 3;
+  train_new(c, dir.sub("run"));
+  EvalOptions o;
+  o.lengths = {16, 126, 256};
+  o.batches = 1;
+  o.batch_size = 2;
+  auto eval = evaluate_run(dir.sub("run"), o);
+  EXPECT_EQ(eval["results"][0]["status"], "ok");
+  EXPECT_EQ(eval["results"][1]["status"], "ok");
+  EXPECT_TRUE(std::isfinite(eval["results"][1]["loss"].get<double>()));
+  EXPECT_EQ(eval["results"][2]["status"], "n/a: xpos scales overflow float past 126 tokens (about 128 x scale_base 1)");
+  EXPECT_TRUE(eval["results"][2]["loss"].is_null());
+}
+
 TEST(Eval, SplittingBatchesForMemoryChangesNothing) {
   TempDir dir;
   Config c = tiny_text("rope", corpus_file(dir));

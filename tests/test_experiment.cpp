@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 
 #include "config/config.h"
 #include "experiment/experiment.h"
@@ -194,6 +195,27 @@ TEST(Aggregate, FailuresOfThisCompareMarkCellsAndTheirGroupsRows) {
   }
   EXPECT_EQ(failed_rows, 2) << r["rows"].dump();  // 16 and 32
   EXPECT_EQ(rope_rows, 2) << r["rows"].dump();    // one seed left
+}
+
+// Every cell failed: no eval.json to take the lengths from, yet each group keeps a "failed" row at each length
+// the cells were to be evaluated at (results.csv a line for each, as docs/outputs.md says), and nothing is ranked.
+TEST(Aggregate, EveryCellFailedStillGivesEachGroupItsFailedRows) {
+  TempDir dir;
+  dir.file("base.json", R"({"data": {"task": "copy", "max_len": 4}, "model": {"block_size": 16}})");
+  auto e = load_experiment(dir.file("exp.json", R"({"name": "t", "base": "base.json", "set": {"eval.lengths": [8, 24]},
+                                                     "grid": {"model.pos_encoding.kind": ["rope", "alibi"]}})"));
+  const std::string out = dir.sub("out");
+  const std::map<std::string, std::string> failures = {{"kind=rope", "No space left on device"}, {"kind=alibi", "killed"}};
+  json r = aggregate_results(e, out, failures);
+  EXPECT_EQ(r["lengths"], json({8, 24})) << r.dump();
+  std::set<std::pair<std::string, int>> rows;
+  for (const auto& row : r["rows"]) {
+    EXPECT_EQ(row["status"], "failed") << row.dump();
+    rows.insert({row["group"].get<std::string>(), row["length"].get<int>()});
+  }
+  EXPECT_EQ(rows, (std::set<std::pair<std::string, int>>{{"rope", 8}, {"rope", 24}, {"alibi", 8}, {"alibi", 24}}));
+  const std::string csv = results_csv(r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5) << csv;  // the header and four rows
 }
 
 // A cell file that is there but damaged is an error naming it, not a cell quietly left out of its row's mean.

@@ -213,6 +213,36 @@ TEST(ReportStats, RankingFallsBackToLossWhenExactMatchCannotTell) {
   EXPECT_EQ(ranking_with_fallback(results, "exact_match", "k")["metric"], "exact_match");
 }
 
+// An item no cell finished (failed, or not run yet) measured nothing: it is not ranked, where n/a (a length its
+// encoding cannot reach) ranks last; a scenario where every cell failed ranks nobody.
+TEST(ReportStats, ItemsThatMeasuredNothingAreNotRanked) {
+  auto failed = [](const std::string& item, int L, const std::string& status, const std::string& scenario = "") {
+    json r = row(item, L, {}, "loss", scenario);
+    r["status"] = status;
+    return r;
+  };
+  json results = {{"train_length", 64}, {"length_unit", "tokens"},
+                  {"rows", {row("rope", 64, {1.9}), row("rope", 128, {2.5}), row("learned", 64, {1.8}), row("learned", 128, {}),
+                            failed("alibi", 64, "failed"), failed("alibi", 128, "failed"),
+                            failed("kerple", 64, "missing"), failed("kerple", 128, "missing")}}};
+  json rk = mrr_ranking(results, "loss", "model.pos_encoding.kind");
+  ASSERT_EQ(rk["items"].size(), 2u) << rk.dump();
+  EXPECT_EQ(rk["items"][0]["name"], "rope");
+  EXPECT_NEAR(rk["items"][0]["mrr"].get<double>(), 1.0, 1e-12);  // rank 1 of the two measured at 128
+  EXPECT_EQ(rk["items"][1]["name"], "learned");
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);  // n/a: last of two, not of four
+  // Two scenarios, one where every cell failed: only the other is ranked.
+  json two = {{"train_length", 64}, {"length_unit", "tokens"},
+              {"rows", {row("rope", 128, {2.5}, "loss", "lr=1"), row("alibi", 128, {2.0}, "loss", "lr=1"),
+                        failed("rope", 128, "failed", "lr=2"), failed("alibi", 128, "failed", "lr=2")}}};
+  rk = mrr_ranking(two, "loss", "model.pos_encoding.kind");
+  EXPECT_EQ(rk["scenarios"], 1) << rk.dump();
+  ASSERT_EQ(rk["items"].size(), 2u);
+  EXPECT_EQ(rk["items"][0]["name"], "alibi");
+  EXPECT_NEAR(rk["items"][0]["mrr"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);
+}
+
 // The console's ranking line says what a scenario is, and when the ranking is by loss instead of the metric.
 TEST(ReportStats, ConsoleRankingLineSaysItsScenariosAndFallback) {
   auto both = [](const std::string& item, int L, double em, double loss, const std::string& scenario) {

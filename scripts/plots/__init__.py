@@ -29,4 +29,20 @@ def require_matplotlib(tool):
         os.environ["POSLAB_PLOT_REEXEC"] = "1"
         os.execv(system, [system] + sys.argv)
     sys.stderr.write("%s: needs numpy and matplotlib (Debian: apt install python3-matplotlib)\n" % tool)
-    sys.exit(1)
+    sys.exit(NO_MATPLOTLIB)
+
+
+# Exit statuses the C++ side tells apart: no matplotlib (plots skipped, not a failure of the run) and a file
+# that could not be written (a full disk, a directory in the way), said in one line.
+NO_MATPLOTLIB = 3
+WRITE_FAILED = 4
+
+
+def run_main(tool, main):
+    """Runs an entry point's main(), turning an OSError (ENOSPC, EISDIR, EACCES) into one line and WRITE_FAILED."""
+    try:
+        return main()
+    except OSError as e:
+        where = " %s" % e.filename if getattr(e, "filename", None) else ""
+        sys.stderr.write("%s: cannot write%s: %s\n" % (tool, where, e.strerror or e))
+        return WRITE_FAILED

@@ -6,10 +6,10 @@ import sys
 if __package__ in (None, ""):  # run as a directory: make `plots` importable as a package
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from plots import require_matplotlib  # noqa: E402
+from plots import require_matplotlib, run_main  # noqa: E402
 
 require_matplotlib("plots")
 
 from plots.cli import main  # noqa: E402
 
-sys.exit(main())
+sys.exit(run_main("plots", main))

@@ -9,7 +9,7 @@ import json
 import os
 
 from plots.results import has_exact_match, is_ok, seed_count, seeds_phrase, train_tokens
-from plots.style import finite, fmt_g, num
+from plots.style import finite, fmt_g, num, write_text
 
 def fmt_ppl(v):
     if not finite(v):
@@ -245,8 +245,7 @@ def write_markdown(path, res, groups, tables, images):
              "## Cells", "", md_table(*tables["cells"]), "", "## Plots", ""]
     for fname, title in images[2 if tables["retrieval"] else 1:]:
         lines += ["### %s" % title, "", "![%s](%s)" % (title, fname), ""]
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines))
+    write_text(path, "\n".join(lines))
 
 
 CSS = """
@@ -317,5 +316,4 @@ def write_html(path, results_dir, res, groups, tables, images):
     doc = ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
            "<title>poslab report: %s</title>\n<style>%s</style>\n</head>\n<body>\n%s\n</body>\n</html>\n"
            % (html.escape(str(name)), CSS, "\n".join(body)))
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(doc)
+    write_text(path, doc)

@@ -113,6 +113,18 @@ def no_data(ax, text="no data"):
             bbox=dict(facecolor="white", edgecolor="none"), zorder=5)
 
 
+def write_text(path, text):
+    """Writes a text file through a temp file beside it, then renames it: never a half-written report."""
+    tmp = "%s.tmp%d" % (path, os.getpid())
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
 def save(fig, path, extra=()):
     """Writes the figure to a temp file beside `path`, then renames it: never a half-written image."""
     root, ext = os.path.splitext(path)

@@ -41,8 +41,9 @@ void add_attention(CLI::App& app) {
       if (o->no_plot) std::cout << "removed: " << path << " (drawn from the previous attention.json)\n";
     if (o->no_plot) return;
     const std::string script = find_script("plots");
-    if (script.empty() || run_python_script(script, {"attention", o->run + "/attention.json", stats_png, maps_png}) != 0)
-      throw std::runtime_error("attention.json is written, but the plots failed (scripts/plots: needs python3-matplotlib; see above)");
+    if (script.empty()) throw std::runtime_error("attention.json is written, but scripts/plots was not found (set POSLAB_SCRIPTS)");
+    if (const int rc = run_python_script(script, {"attention", o->run + "/attention.json", stats_png, maps_png}); rc != 0)
+      throw std::runtime_error("attention.json is written, but the plots failed: scripts/plots " + plot_failure(rc));
     std::cout << "written: " << stats_png << ", " << maps_png << "\n";
   });
 }

@@ -188,8 +188,8 @@ std::string plots_script() {
 void draw(const std::string& script, const nlohmann::json& data, const std::string& png) {
   TempFile json_file{png + ".pe.json"};
   write_file_atomic(json_file.path, data.dump() + "\n");
-  if (run_python_script(script, {"pe", json_file.path, png}) != 0)
-    throw std::runtime_error("--plot " + png + ": scripts/plots failed (needs python3-matplotlib; see above)");
+  if (const int rc = run_python_script(script, {"pe", json_file.path, png}); rc != 0)
+    throw std::runtime_error("--plot " + png + ": scripts/plots " + plot_failure(rc));
 }
 
 }  // namespace

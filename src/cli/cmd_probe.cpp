@@ -86,8 +86,8 @@ void add_probe(CLI::App& app) {
     for (const auto& path : remove_stale_files({png}))
       if (o->no_plot) std::cout << "removed: " << path << " (drawn from the previous " << json_path << ")\n";
     if (o->no_plot) return;
-    if (run_python_script(script, {"probe", json_path, png}) != 0)
-      throw std::runtime_error(json_path + " is written, but the heatmap failed (scripts/plots: needs python3-matplotlib)");
+    if (const int rc = run_python_script(script, {"probe", json_path, png}); rc != 0)
+      throw std::runtime_error(json_path + " is written, but the heatmap failed: scripts/plots " + plot_failure(rc));
     std::cout << "written: " << png << "\n";
   });
 }

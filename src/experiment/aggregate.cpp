@@ -142,6 +142,14 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
         if (r[k].is_number()) a.metric[k].values.push_back(r[k].get<double>());
     }
   }
+  // No cell evaluated (all failed, or none run yet): the lengths the cells would have been evaluated at, so
+  // that every group still has its rows, each saying why it is empty.
+  if (lengths.empty())
+    for (const auto& c : e.cells)
+      if (c.config.is_object() && c.config.contains("eval") && c.config["eval"]["lengths"].is_array())
+        for (const auto& L : c.config["eval"]["lengths"])
+          if (L.is_number_integer() && std::find(lengths.begin(), lengths.end(), L.get<int>()) == lengths.end())
+            lengths.push_back(L.get<int>());
   std::sort(lengths.begin(), lengths.end());
   json rows = json::array();
   std::set<std::string> scenario_keys;  // the keys a scenario names, as written in it (values may hold ", ")

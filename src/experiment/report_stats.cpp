@@ -105,6 +105,10 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
   std::vector<std::string> items;
   std::vector<int> lengths;
   for (const auto& r : results["rows"]) {
+    // A row no cell finished (failed, not run yet) measured nothing: such an item is not ranked at all, where
+    // n/a (a length its encoding cannot reach) ranks last.
+    const std::string status = r.value("status", "ok");
+    if (status == "failed" || status == "missing") continue;
     if (std::find(items.begin(), items.end(), r["item"]) == items.end()) items.push_back(r["item"]);
     const int L = r["length"];
     if (L > train_length && std::find(lengths.begin(), lengths.end(), L) == lengths.end()) lengths.push_back(L);
@@ -117,6 +121,9 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
   for (const auto& r : results["rows"]) {
     const int L = r["length"];
     if (std::find(lengths.begin(), lengths.end(), L) == lengths.end()) continue;
+    if (std::find(items.begin(), items.end(), r["item"]) == items.end()) continue;  // measured nothing anywhere
+    const std::string status = r.value("status", "ok");
+    if (status == "failed" || status == "missing") continue;  // a column only of these ranks nobody
     // Ranked at the precision the tables print (3 decimals): a difference they show as none is a tie.
     columns[{r.value("scenario", ""), L}][r["item"]] = std::round(value_of(r, metric) * 1000) / 1000;
   }

@@ -584,9 +584,13 @@ static json finish(const Experiment& e, const CompareOptions& o, const std::map<
       remove_stale_files(report_files);
       if (!stop_requested()) request_stop();  // compare then exits 130, as for any stop
       spdlog::warn("interrupted while drawing the report: the results are written; draw it with {}", redraw);
+    } else if (rc == kPlotsNoMatplotlib) {
+      spdlog::warn("plots skipped: {} needs python3-matplotlib; draw them later with {}", o.plot_script, redraw);
     } else if (rc != 0) {
-      spdlog::warn("plots skipped: {} exited with status {} (it needs python3-matplotlib; see above); draw them later "
-                   "with {}", o.plot_script, rc, redraw);
+      // A report that failed half-way (a full disk) is not left standing: its files go, and compare fails.
+      remove_stale_files(report_files);
+      throw std::runtime_error("the report failed: " + o.plot_script + " " + plot_failure(rc) + "; the results are written (" +
+                               o.out + "/results.json, results.csv): draw the report again with " + redraw);
     } else {
       spdlog::info("report: {}/report.html (and report.md)", o.out);
     }

@@ -90,6 +90,11 @@ json mqar_probe(GPT& model, const Config& c, const ProbeOptions& o, const Runtim
       json r = cell(L, axis, K, Q);
       std::string why;
       if (max_pos > 0 && L > max_pos) why = "the encoding represents " + std::to_string(max_pos) + " positions";
+      if (why.empty()) try {  // any other limit of the encoding (xPos's scales past ~128 scale_base tokens)
+          model->pos->check_length(L);
+        } catch (const PositionLimitError& e) {
+          why = e.what();
+        }
       else if (K > c.data.symbols)
         why = std::to_string(K) + " pairs need more distinct key letters than data.symbols = " + std::to_string(c.data.symbols);
       if (!why.empty()) {

@@ -180,6 +180,11 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
              std::to_string(fixed - 1) + " tokens";
     if (model->pos->max_positions() > 0 && L > model->pos->max_positions())
       return "the encoding represents " + std::to_string(model->pos->max_positions()) + " positions";
+    try {  // any other limit of the encoding (xPos's scales past ~128 scale_base tokens)
+      model->pos->check_length(L);
+    } catch (const PositionLimitError& e) {
+      return e.what();
+    }
     if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
       return "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
     return "";

@@ -283,6 +283,9 @@ void tokenize(const TokenizeOptions& o) {
   std::snprintf(fraction, sizeof fraction, "%g", o.val_fraction);
   if (!(o.val_fraction > 0 && o.val_fraction < 1))
     throw InputError(fraction_name + " " + fraction + ": expected a fraction in (0, 1)");
+  // poslab's cache entry, finished by another process since poslab looked (two runs tokenizing one text at once):
+  // complete (meta.json is written last), so there is nothing to do.
+  if (o.from_config && fs::exists(out + "/meta.json")) return;
   if (fs::exists(out) && !(fs::is_directory(out) && fs::is_empty(out)))
     throw InputError("--out " + out + ": already exists and is not an empty directory");
   int64_t total = 0;
@@ -370,8 +373,11 @@ void tokenize(const TokenizeOptions& o) {
                                  {"val_fraction", o.val_fraction}, {"sources", sources}};
     write_whole(partial + "/meta.json", meta.dump(2) + "\n");
     check_interrupt();
-    if (fs::exists(out)) fs::remove(out);  // an empty directory (checked above)
     std::error_code ec;
+    // An empty directory (checked above) is replaced; one another process has filled since (the same text
+    // tokenized into the same cache entry at the same time) makes the remove fail, and the rename below
+    // then finds its meta.json.
+    if (fs::is_directory(out, ec) && fs::is_empty(out, ec)) fs::remove(out, ec);
     fs::rename(partial, out, ec);
     if (ec) {
       // Another process tokenizing the same text into the same cache entry got there first.

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -53,18 +54,24 @@ static void truncate_metrics(const std::string& path, int64_t step) {
 }
 
 // Appends rows to metrics.jsonl; with an empty path (ranks other than 0) it writes nothing.
+// A row that cannot be written (a full disk) fails the run: it would otherwise go on to "done" with rows
+// missing and a line cut in two (the next rows appended to its half); the resume drops the cut line.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path) {
-    if (!path.empty()) out_.open(path, std::ios::app);
+  explicit MetricsWriter(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::app);
+    if (!out_) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
   }
   void write(const json& row) {
     if (!out_.is_open()) return;
     out_ << row.dump() << "\n";
     out_.flush();
+    if (!out_) throw std::runtime_error("cannot write " + path_ + ": " + std::strerror(errno));
   }
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
 
@@ -127,6 +134,15 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
     return fs::exists(paths.checkpoint()) ? "; the " + which + " checkpoint is kept in " + paths.checkpoint()
                                           : std::string("; no checkpoint was written before it");
   };
+  // The summary of a failed run, where it can be written: a failure to write it (the disk that failed the
+  // checkpoint is full) is said beside the first error, never in its place.
+  auto write_failed_summary = [&] {
+    try {
+      write_summary(elapsed());
+    } catch (const std::exception& e) {
+      spdlog::warn("the failed run's summary.json could not be written either: {}", e.what());
+    }
+  };
   auto check_finite = [&](const char* what, double value, int64_t step) {
     if (std::isfinite(value)) return;
     status = "failed";
@@ -134,7 +150,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
             std::to_string(step);
     if (pending && writes) fs::remove(pending_path);
     pending = false;
-    write_summary(elapsed());
+    write_failed_summary();
     throw DivergenceError(error + kept_checkpoint("last good"));
   };
   auto checkpoint = [&](bool checked) {
@@ -231,7 +247,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
     // config. The summary says so; the checkpoint is intact.
     status = "failed";
     error = e.what();
-    write_summary(elapsed());
+    write_failed_summary();
     throw std::runtime_error("training step " + std::to_string(state.step) + ": " + error + kept_checkpoint("last"));
   } catch (const std::exception& e) {  // a peer gone, memory, LibTorch: say so in the summary; the checkpoint is intact
     status = "failed";
@@ -240,7 +256,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
       error = c10_error != nullptr ? c10_error->what_without_backtrace() : e.what();
       error = error.substr(0, error.find('\n'));
     }
-    write_summary(elapsed());
+    write_failed_summary();
     throw;
   }
   if (writes) save_weights(paths.weights(), model);

@@ -83,6 +83,13 @@ int run_python_script(const std::string& script, const std::vector<std::string>&
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
 }
 
+std::string plot_failure(int status) {
+  if (status == kPlotsNoMatplotlib) return "needs python3-matplotlib";
+  if (status == kPlotsWriteFailed) return "could not write its file (see its message above)";
+  if (status == 127) return "python3 could not start";
+  return "exited with status " + std::to_string(status) + " (see its message above)";
+}
+
 void check_output_path(const std::string& path, const std::string& option, const std::vector<std::string>& extensions) {
   const fs::path p(path);
   std::error_code ec;

@@ -14,6 +14,12 @@ std::string find_script(const std::string& relative);
 // Runs `python3 script args...` (no shell, so paths need no quoting); returns its exit status
 // (127 when the interpreter cannot start, 128 + N when killed by signal N).
 int run_python_script(const std::string& script, const std::vector<std::string>& args);
+// The plot scripts' exit statuses (scripts/plots/__init__.py): no numpy or matplotlib, a file not written.
+constexpr int kPlotsNoMatplotlib = 3;
+constexpr int kPlotsWriteFailed = 4;
+// Why a plot script exited with `status` (not 0), for a message: "needs python3-matplotlib", "could not write
+// its file (see its message above)", or "exited with status N (see its message above)".
+std::string plot_failure(int status);
 // Checks before any work that `path` can receive an output file: not a directory, a name ending in one
 // of `extensions` (".png"; empty: any name), in an existing writable directory. Throws ConfigError "<option> PATH: why".
 void check_output_path(const std::string& path, const std::string& option, const std::vector<std::string>& extensions);

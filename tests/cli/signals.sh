@@ -92,4 +92,23 @@ check "checkpoint loads after kill -9" test $? -eq 0
 last=$(/usr/bin/python3 -c "import json; print(max(json.loads(l)['step'] for l in open('run-kill/metrics.jsonl')))")
 "$POSLAB" train --resume run-kill --stop-at $((last + 20)) > /dev/null 2>&1 || true
 check "a killed run resumes" grep -q '"status"' run-kill/summary.json
+
+# A metrics row that cannot be written (here the file size limit, as a full disk would) fails the run, naming
+# the file, where it ran on to "done" with rows lost and a row cut in two; resumed, the run's metrics equal an
+# unbroken run's, step for step.
+printf '{"model": {"n_layer": 1, "n_embd": 8, "n_head": 2, "block_size": 16}, "data": {"max_len": 4},\n "train": {"max_iters": 800, "eval_interval": 200, "log_interval": 1, "precision": "fp32", "threads": 1},\n "eval": {"lengths": [8], "batches": 1}}\n' > rows.json
+"$POSLAB" train -c rows.json --out rows-straight > /dev/null 2>&1
+ckpt_kb=$(( $(stat -c %s rows-straight/checkpoint.pt) / 1024 + 2 ))
+( trap '' XFSZ; ulimit -f "$ckpt_kb"; exec "$POSLAB" train -c rows.json --out rows-cut ) > rows-cut.log 2>&1
+status=$?
+check "a metrics row that cannot be written fails the run (exit $status, not 0)" test "$status" -eq 1
+check "... naming metrics.jsonl and why" grep -q "cannot write rows-cut/metrics.jsonl: File too large" rows-cut.log
+check "... and the summary says failed" grep -q '"status": "failed"' rows-cut/summary.json
+"$POSLAB" train --resume rows-cut > rows-resume.log 2>&1
+check "resumed, its metrics equal the unbroken run's, every row parsed" /usr/bin/python3 - rows-straight/metrics.jsonl rows-cut/metrics.jsonl <<'PY'
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+strip = lambda rows: [(r["step"], r.get("train_loss"), r.get("val_loss")) for r in rows]
+assert len(a) > 800 and strip(a) == strip(b), [(x, y) for x, y in zip(strip(a), strip(b)) if x != y][:3]
+PY
 finish

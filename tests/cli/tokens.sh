@@ -162,6 +162,18 @@ sed 's/, "tokenizer": {"sentencepiece": {"vocab_size": 400, "model_type": "bpe"}
 expect_fail 2 "--init-from runs/bpe: its vocabulary (400 SentencePiece pieces) differs from this config's data (" -- \
   "$POSLAB" train -c chars-like-bpe.json --init-from runs/bpe --out runs/chars-from-bpe
 check "... and names the characters it has" bash -c "'$POSLAB' train -c chars-like-bpe.json --init-from runs/bpe --out runs/chars-from-bpe 2>&1 | grep -qE 'data \([0-9]+ characters\); token ids would mean other text'"
+# Two runs tokenizing the same text with the same settings at the same moment (two shards of a grid): the
+# one that finishes second uses the first one's cache entry (it failed: "Directory not empty").
+sed 's/"vocab_size": 400/"vocab_size": 411/' bpe.json > race.json
+"$POSLAB" train -c race.json --set train.max_iters=2 --out race/a > race-a.log 2>&1 &
+pid_a=$!
+"$POSLAB" train -c race.json --set train.max_iters=2 --out race/b > race-b.log 2>&1
+status_b=$?
+wait $pid_a
+status_a=$?
+check "two runs tokenizing one text at once both train (exit $status_a and $status_b; $(grep -h 'error' race-a.log race-b.log | head -1))" \
+  test "$status_a" -eq 0 -a "$status_b" -eq 0
+check "... into one cache entry" test "$(find race/.poslab-cache -mindepth 1 -maxdepth 1 -type d | wc -l)" -eq 1
 # Exact resume: stopped at step 10 and resumed (tokenizing again with the run's own model copy), the
 # metrics equal the straight run's.
 "$POSLAB" train -c bpe.json --out runs/bpe-split --stop-at 10 > split.log 2>&1

@@ -71,11 +71,11 @@ class PositionalEncodingImpl : public torch::nn::Module {
 
   // Longest sequence the encoding represents; -1 when unbounded.
   virtual int64_t max_positions() const { return -1; }
-  // Throws PositionLimitError when `length` tokens cannot be represented.
-  void check_length(int64_t length) const;
+  // Throws PositionLimitError when `length` tokens cannot be represented (xPos adds where its scales overflow).
+  virtual void check_length(int64_t length) const;
   // The longest sequence an evaluation forward takes (check_length's bound): max_positions(), or fewer
   // under a randomized draw at evaluation (randomize.max_position distinct positions); -1 when unbounded.
-  int64_t eval_length_limit() const;
+  virtual int64_t eval_length_limit() const;
 
   // Randomized positions (Ruoss et al. 2023), for any kind: while training (and at evaluation when
   // `eval`), a sequence of T tokens gets T sorted distinct positions drawn from [0, max_position).
@@ -130,6 +130,9 @@ torch::Tensor rope_angles_at(const torch::Tensor& positions, int64_t head_dim, d
 torch::Tensor xpos_zeta(int64_t head_dim);
 // positions - ceil(len/2), len = max position + 1 (torchscale's centring).
 torch::Tensor xpos_centred(const torch::Tensor& positions);
+// The longest sequence whose centred xPos scales zeta^(+-p/scale_base) stay well inside float's range (e^80 at
+// most, whatever the head size: the smallest zeta is 2/7): 2 floor(80 scale_base / ln 3.5), about 128 scale_base.
+int64_t xpos_max_length(double scale_base);
 // (T, hs/2) double: zeta^(p/scale_base) at centred positions p.
 torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double scale_base);
 // Rotates interleaved pairs (x[2i], x[2i+1]) of x (..., T, hs) by angles (T, hs/2).

@@ -2,6 +2,10 @@
 // pairs by zeta_i^(+-p/gamma) so that each pair's share of q.k decays as zeta_i^((n-m)/gamma).
 #include "model/positional/rotary.h"
 
+#include <cmath>
+#include <limits>
+#include <sstream>
+
 #include "model/fused_ops.h"
 
 namespace poslab {
@@ -34,6 +38,18 @@ torch::Tensor xpos_centred(const torch::Tensor& positions) {
   // torchscale's centring: 0..len-1 becomes -ceil(len/2)..; it cancels in q.k but keeps zeta^(p/gamma) finite.
   const int64_t len = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
   return positions - (len + 1) / 2;
+}
+
+// A number as a person writes it (512, 0.001): for messages.
+static std::string fmt_number(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+int64_t xpos_max_length(double scale_base) {
+  const double half = std::floor(80.0 * scale_base / std::log(3.5));
+  return half >= 4e18 ? std::numeric_limits<int64_t>::max() : 2 * static_cast<int64_t>(half);
 }
 
 torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double scale_base) {
@@ -116,6 +132,19 @@ bool XposEncodingImpl::kv_cacheable(int64_t length) const {
   return RotaryEncodingImpl::kv_cacheable(length) && length <= static_cast<int64_t>(16 * scale_base_);
 }
 
+void XposEncodingImpl::check_length(int64_t length) const {
+  RotaryEncodingImpl::check_length(length);
+  const int64_t limit = xpos_max_length(scale_base_);
+  if (length > limit)
+    throw PositionLimitError("xpos scales overflow float past " + std::to_string(limit) + " tokens (about 128 x scale_base " +
+                             fmt_number(scale_base_) + ")");
+}
+
+int64_t XposEncodingImpl::eval_length_limit() const {
+  const int64_t base = RotaryEncodingImpl::eval_length_limit(), limit = xpos_max_length(scale_base_);
+  return base < 0 ? limit : std::min(base, limit);
+}
+
 std::pair<torch::Tensor, torch::Tensor> XposEncodingImpl::rotate_scaled(const torch::Tensor& q, const torch::Tensor& k,
                                                                         const torch::Tensor& positions,
                                                                         const torch::Tensor& centred) {
@@ -165,6 +194,11 @@ static const EncodingRegistrar kXpos{
      [](const PositionalOptions& o) {
        check_even_head(o);
        require_option(o.encoding.scale_base > 0, "model.pos_encoding.scale_base", "positive", o.encoding.scale_base);
+       // Training at block_size must stay finite (its scales overflow float past about 128 scale_base tokens).
+       require_option(o.block_size <= xpos_max_length(o.encoding.scale_base), "model.pos_encoding.scale_base",
+                      "large enough that xPos's scales stay finite over model.block_size = " + std::to_string(o.block_size) +
+                          " tokens (at least " + fmt_number(std::ceil(o.block_size * std::log(3.5) / 160.0)) + ")",
+                      o.encoding.scale_base);
      },
      {}, {}, /*listing=*/80}};
 

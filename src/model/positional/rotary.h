@@ -49,6 +49,10 @@ class XposEncodingImpl : public RotaryEncodingImpl {
   // reciprocal) stays well inside float32's range; past that, generation recomputes (centred) instead.
   // torchscale keeps un-transformed keys and re-applies the centred scales to the whole cache each step.
   bool kv_cacheable(int64_t length) const override;
+  // Past xpos_max_length(scale_base) tokens the scales overflow float (the loss came out nan, reported ok):
+  // such a length is not applicable, and sampling slides its window there.
+  void check_length(int64_t length) const override;
+  int64_t eval_length_limit() const override;
   std::map<std::string, torch::Tensor> inspect(int64_t n, int64_t dim, const InspectParams& params) override;
 
  private:
