@@ -113,7 +113,7 @@ TEST(Xpos, LengthsPastItsScalesRangeAreRefusedAndWithinItStayFinite) {
   EXPECT_TRUE(torch::isfinite(rk).all().item<bool>());
   // Training at a block its scales cannot hold: refused by the config, naming scale_base.
   try {
-    make_positional({e, 16, 2, /*block_size=*/limit + 2});
+    check_positional({e, 16, 2, /*block_size=*/limit + 2});
     ADD_FAILURE() << "block_size past xpos_max_length accepted";
   } catch (const ConfigError& err) {
     EXPECT_NE(std::string(err.what()).find("model.pos_encoding.scale_base"), std::string::npos) << err.what();
