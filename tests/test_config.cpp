@@ -93,6 +93,20 @@ TEST(ConfigErrors, UnknownKeyNamesPathAndAllowed) {
   expect_error([&] { load_config(path); }, {"unknown key 'model.n_layers'", "n_layer", "c.json"});
 }
 
+// A key written twice in one object: JSON keeps the last, dropping the first without a word; refused, naming it.
+TEST(ConfigErrors, AKeyWrittenTwiceInOneObjectIsNamed) {
+  TempDir dir;
+  expect_error([&] { load_config(dir.file("a.json", R"({"model": {"n_layer": 1, "n_layer": 3}})")); },
+               {"a.json: key model.n_layer appears twice in one object"});
+  expect_error([&] { load_config(dir.file("b.json", R"({"model": {"n_layer": 3}, "train": {}, "model": {"n_head": 4}})")); },
+               {"b.json: key model appears twice in one object"});
+  expect_error([&] { parse_json_text(R"({"grid": [{"a": 1}, {"b": 2, "b": 3}]})", "e.json"); },
+               {"e.json: key grid[].b appears twice in one object"});
+  // The same key in two objects (siblings, or an object and its child) is not a duplicate.
+  EXPECT_NO_THROW(parse_json_text(R"({"model": {"n_layer": 1, "pos_encoding": {"n_layer": 2}}, "train": {"n_layer": 1},
+                                     "x": [{"k": 1}, {"k": 2}]})", "ok.json"));
+}
+
 // Data files named without data.kind would train on the default synthetic task: refused, naming the file
 // or --set that gave the key and the kind to set; a kind given (task included) or inherited is a choice.
 TEST(ConfigErrors, DataFilesWithoutAKindAreRefused) {

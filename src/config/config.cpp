@@ -36,8 +36,39 @@ static std::string comma_list(const std::vector<std::string>& v) {
 }
 
 json parse_json_text(const std::string& text, const std::string& source) {
+  // A key written twice in one object: JSON parsers keep the last one, silently dropping the first (a config's
+  // second "model" section wiped its first). Refused, naming the key's dotted path.
+  struct Frame {
+    std::set<std::string> keys;
+    std::string path, last;  // the object's own dotted path; its latest key
+    bool array = false;
+  };
+  std::vector<Frame> frames;
+  std::string duplicate;
+  auto callback = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    using E = json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      std::string path;
+      if (!frames.empty()) {
+        const Frame& up = frames.back();
+        path = up.array ? up.path + "[]" : up.path.empty() ? up.last : up.path + "." + up.last;
+      }
+      frames.push_back({{}, path, "", event == E::array_start});
+    } else if ((event == E::object_end || event == E::array_end) && !frames.empty()) {
+      frames.pop_back();
+    } else if (event == E::key && !frames.empty()) {
+      Frame& f = frames.back();
+      f.last = parsed.get<std::string>();
+      if (!f.keys.insert(f.last).second && duplicate.empty()) duplicate = f.path.empty() ? f.last : f.path + "." + f.last;
+    }
+    return true;
+  };
   try {
-    return json::parse(text);
+    json parsed = json::parse(text, callback);
+    if (!duplicate.empty())
+      throw ConfigError(source + ": key " + duplicate + " appears twice in one object (JSON would keep only the "
+                        "last; write it once)");
+    return parsed;
   } catch (const json::parse_error& e) {
     // nlohmann reports a byte offset; users want line and column.
     size_t line = 1, col = 1;
