@@ -307,6 +307,76 @@ TEST(Randomize, PositionsAreDistinctSortedBelowMaxAndVaryWithTheSeed) {
   EXPECT_GT(a.max().item<int64_t>(), 39);  // not just 0..39
 }
 
+// Past kRandpermMaxPosition training draws by Floyd's algorithm (a permutation of 2^31 positions every step ran
+// out of memory): the same properties, reproducible from the generator's state, and uniform over positions:
+// each position is drawn with probability T/N, so the draws' mean is (N-1)/2 and a position is in the first
+// tenth a tenth of the time (checked over 400 draws, within 5 standard errors).
+TEST(Randomize, LargeMaxPositionsDrawUniformlyInTimeIndependentOfIt) {
+  const int64_t N = 2000000000, T = 64;
+  auto pe = make(randomized("rope", N), 16, 2, /*block_size=*/T);
+  torch::manual_seed(7);
+  auto first = pe->positions(T, /*training=*/true, torch::kCPU);
+  torch::manual_seed(7);
+  EXPECT_TRUE(torch::equal(first, pe->positions(T, /*training=*/true, torch::kCPU)));  // resumable
+  double sum = 0, low = 0;
+  const int draws = 400;
+  for (int d = 0; d < draws; ++d) {
+    auto p = pe->positions(T, /*training=*/true, torch::kCPU);
+    ASSERT_EQ(p.numel(), T);
+    ASSERT_TRUE((p.slice(0, 1) > p.slice(0, 0, -1)).all().item<bool>());  // sorted, distinct
+    ASSERT_GE(p.min().item<int64_t>(), 0);
+    ASSERT_LT(p.max().item<int64_t>(), N);
+    sum += p.to(torch::kDouble).sum().item<double>();
+    low += (p < N / 10).sum().item<int64_t>();
+  }
+  const double n = static_cast<double>(draws) * T;
+  const double sd_mean = static_cast<double>(N) / std::sqrt(12.0 * n);  // of the mean of n uniform positions
+  EXPECT_NEAR(sum / n, (N - 1) / 2.0, 5 * sd_mean);
+  EXPECT_NEAR(low / n, 0.1, 5 * std::sqrt(0.1 * 0.9 / n));
+  // At or below the threshold, the draw is the permutation's first T, sorted, as every run so far drew it.
+  auto small = make(randomized("rope", kRandpermMaxPosition), 16, 2, T);
+  torch::manual_seed(3);
+  auto want = std::get<0>(torch::randperm(kRandpermMaxPosition, torch::kLong).slice(0, 0, T).sort());
+  torch::manual_seed(3);
+  EXPECT_TRUE(torch::equal(small->positions(T, /*training=*/true, torch::kCPU), want));
+}
+
+// Positions spread up to billions (randomized with a large max_position): the additive tables and RoPE's
+// angles are computed for those positions alone (a table up to the largest ran out of memory), by the
+// published formulas, in double as the tables are.
+TEST(Randomize, FarPositionsGetTheFormulasValuesWithoutATable) {
+  const auto pos = torch::tensor({0L, 5L, 70000L, 123456789L, 1999999999L}, torch::kLong);
+  const int64_t C = 8;
+  auto sin_e = kind_config("sinusoidal");
+  sin_e.scale = 1;
+  auto sin_pe = make(sin_e, C, 1);
+  auto got = sin_pe->embed(torch::zeros({1, pos.numel(), C}), pos).squeeze(0);  // (5, C)
+  for (int64_t r = 0; r < pos.numel(); ++r)
+    for (int64_t i = 0; i < C / 2; ++i) {
+      const double angle = static_cast<double>(pos[r].item<int64_t>()) / std::pow(10000.0, 2.0 * i / C);
+      EXPECT_NEAR(got[r][2 * i].item<double>(), std::sin(angle), 1e-6) << r << " " << i;
+      EXPECT_NEAR(got[r][2 * i + 1].item<double>(), std::cos(angle), 1e-6) << r << " " << i;
+    }
+  auto bin_e = kind_config("binary");
+  bin_e.scale = 1;
+  bin_e.bits = 8;
+  auto bin = make(bin_e, C, 1)->embed(torch::zeros({1, pos.numel(), C}), pos).squeeze(0);
+  for (int64_t r = 0; r < pos.numel(); ++r)
+    for (int k = 0; k < 8; ++k)
+      EXPECT_EQ(bin[r][k].item<float>(), ((pos[r].item<int64_t>() >> k) & 1) ? 1.0f : -1.0f) << r << " " << k;
+  // RoPE: a (1, 0) pair rotated by p * base^(-2i/hs) becomes (cos, sin) of it.
+  auto rope = make(kind_config("rope"), /*n_embd=*/2 * C, /*n_head=*/2);  // head size C
+  auto q = torch::zeros({1, 1, pos.numel(), C});
+  q.select(3, 0).fill_(1), q.select(3, 2).fill_(1), q.select(3, 4).fill_(1), q.select(3, 6).fill_(1);
+  auto [rq, rk] = rope->rotate(q, q.clone(), pos);
+  for (int64_t r = 0; r < pos.numel(); ++r)
+    for (int64_t i = 0; i < C / 2; ++i) {
+      const double angle = static_cast<double>(pos[r].item<int64_t>()) * std::pow(10000.0, -2.0 * i / C);
+      EXPECT_NEAR(rq[0][0][r][2 * i].item<double>(), std::cos(angle), 1e-5) << r << " " << i;
+      EXPECT_NEAR(rq[0][0][r][2 * i + 1].item<double>(), std::sin(angle), 1e-5) << r << " " << i;
+    }
+}
+
 TEST(Randomize, EvaluationUsesZeroToNUnlessEval) {
   auto plain = make(randomized("alibi", 64));
   EXPECT_TRUE(torch::equal(plain->positions(30, /*training=*/false, torch::kCPU), arange(30)));

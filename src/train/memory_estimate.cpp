@@ -17,7 +17,10 @@ namespace poslab {
 // Counted generously for every encoding (the learned table is the largest positional parameter).
 static int64_t count_parameters(const ModelConfig& m) {
   const int64_t C = m.n_embd, L = m.n_layer, V = std::max(1, m.vocab_size);
-  return L * (12 * C * C + 4 * C) + V * C + static_cast<int64_t>(m.block_size) * C + 2 * C;
+  // Randomized positions reach max_position - 1: a learned table has that many rows.
+  const int64_t rows = m.pos_encoding.kind == "learned" ? std::max<int64_t>(m.block_size, m.pos_encoding.randomize.max_position)
+                                                        : m.block_size;
+  return L * (12 * C * C + 4 * C) + V * C + rows * C + 2 * C;
 }
 
 MemoryEstimate estimate_training_memory(const Config& c) {
@@ -79,7 +82,13 @@ void check_training_fits(const Config& c) {
       << c.model.block_size << " tokens), " << format_bytes(available) << " available; reduce ";
   // Where the token embedding is most of the model, the vocabulary is what to look at (a data.vocab_size typo).
   const int64_t embedding = c.model.vocab_size * static_cast<int64_t>(c.model.n_embd);
-  if (embedding * 2 > e.params)
+  const int64_t table = c.model.pos_encoding.kind == "learned"
+                            ? static_cast<int64_t>(c.model.pos_encoding.randomize.max_position) * c.model.n_embd
+                            : 0;
+  if (table * 2 > e.params)  // a position table of randomize.max_position rows is most of the model
+    msg << "model.pos_encoding.randomize.max_position (" << c.model.pos_encoding.randomize.max_position
+        << " rows of the position table)";
+  else if (embedding * 2 > e.params)
     msg << "the vocabulary (" << c.model.vocab_size << " tokens" << (c.data.vocab_size > 0 ? ", data.vocab_size" : "")
         << "), model.n_embd, train.batch_size or model.block_size";
   else

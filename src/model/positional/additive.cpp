@@ -7,7 +7,12 @@
 namespace poslab {
 
 torch::Tensor sinusoidal_table(int64_t n, int64_t d, double base) {
-  auto pos = torch::arange(n, torch::kDouble).unsqueeze(1);                     // (n, 1)
+  return sinusoidal_rows(torch::arange(n, torch::kLong), d, base);
+}
+
+torch::Tensor sinusoidal_rows(const torch::Tensor& positions, int64_t d, double base) {
+  const int64_t n = positions.numel();
+  auto pos = positions.to(torch::kCPU, torch::kDouble).view({-1, 1});         // (n, 1)
   auto two_i = torch::arange(0, d, 2, torch::kDouble);                          // (d/2,)
   auto angle = pos / torch::pow(torch::tensor(base, torch::kDouble), two_i / static_cast<double>(d));  // (n, d/2)
   // Interleave: column 2i is sin, 2i+1 is cos (Vaswani et al.), computed in double then cast.
@@ -15,7 +20,12 @@ torch::Tensor sinusoidal_table(int64_t n, int64_t d, double base) {
 }
 
 torch::Tensor binary_table(int64_t n, int64_t d, int bits, bool signed_bits) {
-  auto pos = torch::arange(n, torch::kLong).unsqueeze(1);                                      // (n, 1)
+  return binary_rows(torch::arange(n, torch::kLong), d, bits, signed_bits);
+}
+
+torch::Tensor binary_rows(const torch::Tensor& positions, int64_t d, int bits, bool signed_bits) {
+  const int64_t n = positions.numel();
+  auto pos = positions.to(torch::kCPU, torch::kLong).view({-1, 1});                           // (n, 1)
   auto bit = torch::bitwise_and(torch::bitwise_right_shift(pos, torch::arange(bits, torch::kLong)), 1)
                  .to(torch::kFloat);                                                           // (n, bits)
   if (signed_bits) bit = bit * 2 - 1;
@@ -55,6 +65,11 @@ torch::Tensor IndexEncodingImpl::embed(const torch::Tensor& x, const torch::Tens
 
 torch::Tensor TableEncodingImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
+  if (needed > kRandpermMaxPosition && needed > 4 * positions.numel()) {
+    // Few positions spread far (randomized up to a large max_position): a table up to the largest would hold
+    // billions of rows (117 GiB at 2e9); these positions' rows alone, the same numbers the table holds.
+    return x + (make_rows(positions) * scale_).to(x.device()).unsqueeze(0).to(x.scalar_type());  // (1, T, C)
+  }
   torch::Tensor table;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);

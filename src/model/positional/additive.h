@@ -30,7 +30,9 @@ class TableEncodingImpl : public PositionalEncodingImpl {
   torch::Tensor embed(const torch::Tensor& x, const torch::Tensor& positions) override;
 
  protected:
-  virtual torch::Tensor make_table(int64_t rows) const = 0;  // (rows, C)
+  // (n, C): the rows of these positions (n,); make_table(rows) is positions 0..rows-1.
+  virtual torch::Tensor make_rows(const torch::Tensor& positions) const = 0;
+  torch::Tensor make_table(int64_t rows) const { return make_rows(torch::arange(rows, torch::kLong)); }  // (rows, C)
 
  private:
   double scale_;
@@ -44,7 +46,7 @@ class SinusoidalEncodingImpl : public TableEncodingImpl {
       : TableEncodingImpl("sinusoidal", scale), n_embd_(n_embd), base_(base) {}
 
  protected:
-  torch::Tensor make_table(int64_t rows) const override { return sinusoidal_table(rows, n_embd_, base_); }
+  torch::Tensor make_rows(const torch::Tensor& positions) const override { return sinusoidal_rows(positions, n_embd_, base_); }
 
  private:
   int64_t n_embd_;
@@ -58,7 +60,9 @@ class BinaryEncodingImpl : public TableEncodingImpl {
       : TableEncodingImpl("binary", scale), n_embd_(n_embd), bits_(bits), signed_(signed_bits) {}
 
  protected:
-  torch::Tensor make_table(int64_t rows) const override { return binary_table(rows, n_embd_, bits_, signed_); }
+  torch::Tensor make_rows(const torch::Tensor& positions) const override {
+    return binary_rows(positions, n_embd_, bits_, signed_);
+  }
 
  private:
   int64_t n_embd_;

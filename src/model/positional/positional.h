@@ -17,6 +17,10 @@
 namespace poslab {
 
 // A sequence longer than an encoding can represent (the learned table): reported as n/a.
+// Up to this randomize.max_position training draws its positions as torch::randperm's first T (the draw of
+// every run so far); past it, by Floyd's algorithm, whose cost does not grow with max_position.
+constexpr int64_t kRandpermMaxPosition = 1 << 16;
+
 struct PositionLimitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -82,7 +86,7 @@ class PositionalEncodingImpl : public torch::nn::Module {
   void set_randomize(int64_t max_position, bool eval) { randomize_max_ = max_position, randomize_eval_ = eval; }
   bool randomizes(bool training) const { return randomize_max_ > 0 && (training || randomize_eval_); }
   // (T,) int64 on `device`: 0..T-1, or the random draw (from torch's CPU generator, so a checkpoint's
-  // RNG state makes it resumable).
+  // RNG state makes it resumable): a permutation's first T up to kRandpermMaxPosition, Floyd's algorithm past it.
   torch::Tensor positions(int64_t T, bool training, const torch::Device& device) const;
   // The draw at evaluation (randomize.eval) for one sequence, tokens (T,) -> (T,) on their device: seeded by
   // the tokens themselves, so a window's positions, and its loss, do not depend on what else was evaluated,
@@ -120,8 +124,11 @@ std::string encoding_family(const std::string& kind);
 
 // (n, d): PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)).
 torch::Tensor sinusoidal_table(int64_t n, int64_t d, double base);
+// (n, d): the same at the positions (n,) given (the table's rows p, computed alone).
+torch::Tensor sinusoidal_rows(const torch::Tensor& positions, int64_t d, double base);
 // (n, d): low `bits` components hold the bits of p (LSB first), as +-1 or 0/1; the rest zero.
 torch::Tensor binary_table(int64_t n, int64_t d, int bits, bool signed_bits);
+torch::Tensor binary_rows(const torch::Tensor& positions, int64_t d, int bits, bool signed_bits);
 // (n, head_dim/2): angle p * theta_i, theta_i = base^(-2i/head_dim).
 torch::Tensor rope_angles(int64_t n, int64_t head_dim, double base);
 // (T, hs/2): the same at arbitrary positions (T,).

@@ -60,6 +60,14 @@ torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double 
 std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::cos_sin(const torch::Tensor& positions,
                                                                     const torch::Device& device) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
+  if (needed > kRandpermMaxPosition && needed > 4 * positions.numel()) {
+    // Few positions spread far (randomized up to a large max_position): a table up to the largest would hold
+    // billions of rows (58 GiB at 2e9); the angles of these positions alone, the same numbers a table holds.
+    const auto f = rope_frequencies(rot_dims_, base_, scaling_, needed);
+    auto angles = torch::outer(positions.to(torch::kCPU, torch::kDouble), f.inv_freq);  // (T, rot_dims/2)
+    return {(angles.cos() * f.attention_factor).to(torch::kFloat).to(device),
+            (angles.sin() * f.attention_factor).to(torch::kFloat).to(device)};
+  }
   torch::Tensor cos_table, sin_table;
   {
     std::lock_guard<std::mutex> lock(cache_mutex_);
@@ -194,10 +202,15 @@ static const EncodingRegistrar kXpos{
      [](const PositionalOptions& o) {
        check_even_head(o);
        require_option(o.encoding.scale_base > 0, "model.pos_encoding.scale_base", "positive", o.encoding.scale_base);
-       // Training at block_size must stay finite (its scales overflow float past about 128 scale_base tokens).
-       require_option(o.block_size <= xpos_max_length(o.encoding.scale_base), "model.pos_encoding.scale_base",
-                      "large enough that xPos's scales stay finite over model.block_size = " + std::to_string(o.block_size) +
-                          " tokens (at least " + fmt_number(std::ceil(o.block_size * std::log(3.5) / 160.0)) + ")",
+       // Training must stay finite: its scales overflow float past about 128 scale_base positions (the block, or
+       // randomized positions up to randomize.max_position).
+       const int64_t reach = std::max<int64_t>(o.block_size, o.encoding.randomize.max_position);
+       const std::string over = reach > o.block_size ? "model.pos_encoding.randomize.max_position = " + std::to_string(reach) +
+                                                           " positions"
+                                                     : "model.block_size = " + std::to_string(reach) + " tokens";
+       require_option(reach <= xpos_max_length(o.encoding.scale_base), "model.pos_encoding.scale_base",
+                      "large enough that xPos's scales stay finite over " + over + " (at least " +
+                          fmt_number(std::ceil(reach * std::log(3.5) / 160.0)) + ")",
                       o.encoding.scale_base);
      },
      {}, {}, /*listing=*/80}};
