@@ -120,6 +120,17 @@ TEST(Xpos, LengthsPastItsScalesRangeAreRefusedAndWithinItStayFinite) {
   }
 }
 
+// An odd head size for a rotary kind: the error gives the head size it found (16 wide, 16 heads: 1).
+TEST(Rotary, AnOddHeadSizeIsRefusedSayingWhatItIs) {
+  for (const char* kind : {"rope", "xpos"}) try {
+      check_positional({kind_config(kind), /*n_embd=*/16, /*n_head=*/16, /*block_size=*/8});
+      ADD_FAILURE() << kind << ": head size 1 accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("model.n_embd"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("here 16/16 = 1"), std::string::npos) << e.what();
+    }
+}
+
 TEST(Xpos, FactorsStayFiniteAtLongLengths) {
   auto xpos = make(kind_config("xpos"), 16, 2);
   auto q = torch::randn({1, 2, 8192, 8}), k = torch::randn({1, 2, 8192, 8});

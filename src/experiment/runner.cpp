@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "config/config.h"
 #include "distributed/launch.h"
@@ -390,6 +391,62 @@ static void drop_stale_follow_ups(const Experiment& full, const CompareOptions& 
   spdlog::info("{} changed since the last run into {}: done again ({} earlier file(s) removed)", names, o.out, removed.size());
 }
 
+// A finished cell's eval.json or probe file that another command wrote over (`poslab eval --run CELL --lengths
+// 64` without --tag) holds other settings than the experiment's: aggregated, it would mix them into the
+// tables (a length missing, a 3-trial interval beside 50-trial ones) with exit 0. Such a file is removed and
+// done again, and said so. Compared: the evaluated lengths against the cell's eval.lengths; a probe's lengths,
+// trials, seed and digits against those the experiment's "probes" entry sets.
+static void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o) {
+  auto lengths_of = [](const json& results) {
+    std::set<int> out;
+    for (const auto& r : results)
+      if (r.is_object() && r.contains("length") && r["length"].is_number_integer()) out.insert(r["length"].get<int>());
+    return out;
+  };
+  auto read = [](const std::string& path) -> json {
+    try {
+      return file_exists(path) ? read_json_file(path) : json();
+    } catch (const ConfigError&) {
+      return json();  // damaged: the aggregate names it
+    }
+  };
+  auto text = [](const std::set<int>& v) {
+    std::string out;
+    for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+    return "[" + out + "]";
+  };
+  for (const auto& c : full.cells) {
+    const std::string dir = cell_dir(o.out, c);
+    if (!c.error.empty() || !c.config.is_object() || cell_status(dir) != "done") continue;
+    const json eval = read(RunPaths{dir}.eval());
+    std::set<int> want;
+    for (const auto& L : c.config["eval"].value("lengths", json::array())) want.insert(L.get<int>());
+    if (eval.is_object() && eval["results"].is_array() && !want.empty() && lengths_of(eval["results"]) != want) {
+      spdlog::warn("{}: evaluated at lengths {}, not the experiment's {} (written over by another command?): evaluated again",
+                   RunPaths{dir}.eval(), text(lengths_of(eval["results"])), text(want));
+      remove_stale_files({RunPaths{dir}.eval()});
+    }
+    for (auto it = full.probes.begin(); it != full.probes.end(); ++it) {
+      const std::string file = dir + "/probe-" + it.key() + ".json";
+      const json probe = read(file);
+      if (!probe.is_object()) continue;
+      std::string differs;
+      if (it.value().contains("lengths")) {
+        std::set<int> asked;
+        for (const auto& L : it.value()["lengths"]) asked.insert(L.get<int>());
+        if (probe["results"].is_array() && lengths_of(probe["results"]) != asked)
+          differs = "lengths " + text(lengths_of(probe["results"])) + ", not " + text(asked);
+      }
+      for (const char* key : {"trials", "seed", "digits"})
+        if (differs.empty() && it.value().contains(key) && probe.contains(key) && probe[key] != it.value()[key])
+          differs = std::string(key) + " " + probe[key].dump() + ", not " + it.value()[key].dump();
+      if (differs.empty()) continue;
+      spdlog::warn("{}: probed with {} (written over by another command?): probed again", file, differs);
+      remove_stale_files({file, dir + "/probe-" + it.key() + ".png"});
+    }
+  }
+}
+
 json run_experiment(const Experiment& full, const CompareOptions& o) {
   // Before anything is written: a shard's directory holds one experiment, and finished cells their configs.
   const json saved_experiment = experiment_to_json(full);
@@ -403,6 +460,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
                                                 : "/.compare.lock"),
                       "--out " + o.out);
   drop_stale_follow_ups(full, o);
+  drop_foreign_cell_files(full, o);
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
   fs::create_directories(o.out + "/configs");

@@ -203,7 +203,7 @@ void write_whole(const std::string& path, const std::string& data) {
 int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const std::vector<Segment>& segments,
                         const std::string& path, int bytes, int eot, Progress& progress) {
   std::ofstream out(path, std::ios::binary);
-  if (!out) throw std::runtime_error("cannot write " + path);
+  if (!out) throw std::runtime_error("cannot write " + path + " (" + std::strerror(errno) + ")");
   int64_t count = 0;
   std::vector<int> ids;
   auto encode = [&](const std::string& text) {
@@ -211,6 +211,8 @@ int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const s
     const auto st = sp.Encode(text, &ids);
     if (!st.ok()) throw std::runtime_error("sentencepiece: " + st.ToString());
     write_ids(out, ids, bytes);
+    // Said at once, with the reason (a full disk), before later reads can change errno.
+    if (!out) throw std::runtime_error("cannot write " + path + " (" + std::strerror(errno) + ")");
     count += static_cast<int64_t>(ids.size());
   };
   for (size_t s = 0; s < segments.size(); ++s) {
@@ -241,7 +243,7 @@ int64_t encode_segments(const sentencepiece::SentencePieceProcessor& sp, const s
     encode(carry);
   }
   out.flush();
-  if (!out) throw std::runtime_error("write failed: " + path);
+  if (!out) throw std::runtime_error("cannot write " + path + " (" + std::strerror(errno) + ")");
   return count;
 }
 

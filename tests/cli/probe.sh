@@ -219,6 +219,20 @@ import glob, json
 files = glob.glob("cmp/cells/*/probe-passkey.json")
 assert len(files) == 4 and all(json.load(open(f))["trials"] == 3 for f in files), files'
 "$POSLAB" compare -c exp.json --out cmp > retrial2.out 2>&1  # back to the definition the later checks use
+# A cell's eval.json and probe file written over by hand with other settings (no --tag): compare does them
+# again under the experiment's settings, saying so, where it aggregated them (a length missing, 2 trials).
+"$POSLAB" eval --run cmp/cells/kind=rope_seed=1 --lengths 64 > /dev/null 2>&1
+"$POSLAB" probe --run cmp/cells/kind=rope_seed=1 --lengths 64 --trials 2 --no-plot > /dev/null 2>&1
+"$POSLAB" compare -c exp.json --out cmp > foreign.out 2>&1
+check "a cell's eval.json at other lengths is said to be evaluated again" \
+  grep -q "kind=rope_seed=1/eval.json: evaluated at lengths \[64\], not the experiment's \[64,128\]" foreign.out
+check "... and its probe with other settings probed again" grep -qE "kind=rope_seed=1/probe-passkey.json: probed with (lengths \[64\], not \[64,128\]|trials 2, not 5)" foreign.out
+check "... both now the experiment's" /usr/bin/python3 -c '
+import json
+e = json.load(open("cmp/cells/kind=rope_seed=1/eval.json")); p = json.load(open("cmp/cells/kind=rope_seed=1/probe-passkey.json"))
+assert sorted(r["length"] for r in e["results"]) == [64, 128], e["results"]
+assert p["trials"] == 5 and sorted({r["length"] for r in p["results"]}) == [64, 128], p["trials"]'
+check "... and the other cells are left as they were" test "$(grep -c 'finished earlier, skipped' foreign.out)" -eq 3
 # The same cells with retrieval made perfect at 64 tokens and absent at 128 (probe files rewritten, then
 # aggregated again): the loss leader at 128 is named as disagreeing with retrieval.
 /usr/bin/python3 - cmp <<'PY'

@@ -16,6 +16,13 @@ TEXT=$SRC/data/text/licenses.txt
 check "tokenize writes train.bin, val.bin, meta.json, tokenizer.model" \
   test -s bpe/train.bin -a -s bpe/val.bin -a -s bpe/meta.json -a -s bpe/tokenizer.model
 check "no partial directory is left" bash -c '! ls -d bpe.partial-* 2>/dev/null'
+# Token files that cannot be written (here the file size limit, as a full disk would): one line naming the
+# file and the reason (it said "write failed: FILE"), and nothing left behind.
+( trap '' XFSZ; ulimit -f 16; exec "$POSLAB" tokenize --input "$TEXT" --out capped --tokenizer bpe/tokenizer.model ) > capped.log 2>&1
+status=$?
+check "a token file that cannot be written: exit 1 ($status), naming it and why" \
+  bash -c "[ $status -eq 1 ] && grep -qE 'cannot write .*capped.partial-[0-9]+/train.bin \(File too large\)' capped.log"
+check "... leaving nothing" bash -c '! ls -d capped capped.partial-* 2>/dev/null'
 check "python: train.bin + val.bin are Python's ids for the two halves, and decode to the text byte for byte" \
   /usr/bin/python3 - "$TEXT" <<'PY'
 import json, sys, numpy as np, sentencepiece as spm

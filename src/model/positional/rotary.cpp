@@ -175,8 +175,11 @@ std::map<std::string, torch::Tensor> XposEncodingImpl::inspect(int64_t n, int64_
 
 // Rotary kinds turn pairs of a head's dims.
 static void check_even_head(const PositionalOptions& o) {
-  require_option((o.n_embd / o.n_head) % 2 == 0, "model.n_embd",
-                 "such that the head size n_embd/n_head is even for " + o.encoding.kind + " (it rotates pairs)", o.n_embd);
+  const int64_t head = o.n_embd / o.n_head;
+  require_option(head % 2 == 0, "model.n_embd",
+                 "such that the head size n_embd/n_head is even for " + o.encoding.kind + " (it rotates pairs; here " +
+                     std::to_string(o.n_embd) + "/" + std::to_string(o.n_head) + " = " + std::to_string(head) + ")",
+                 o.n_embd);
 }
 
 static const EncodingRegistrar kRope{
