@@ -74,16 +74,20 @@ TEST(Eval, PositionLossesAverageToReportedLoss) {
   }
 }
 
-TEST(Eval, LearnedTableReportsNotApplicableAndOtherLengthsRun) {
-  TempDir dir;
-  Config c = tiny_text("learned", corpus_file(dir));
+// A run of `c` trained 3 steps, evaluated at `lengths` (one batch each).
+static nlohmann::json briefly_trained_eval(const TempDir& dir, Config c, const std::vector<int>& lengths) {
   c.train.max_iters = 3;
   train_new(c, dir.sub("run"));
   EvalOptions o;
-  o.lengths = {16, 64, 32};
+  o.lengths = lengths;
   o.batches = 1;
-  o.batch_size = 4;
-  auto eval = evaluate_run(dir.sub("run"), o);
+  o.batch_size = 2;
+  return evaluate_run(dir.sub("run"), o);
+}
+
+TEST(Eval, LearnedTableReportsNotApplicableAndOtherLengthsRun) {
+  TempDir dir;
+  auto eval = briefly_trained_eval(dir, tiny_text("learned", corpus_file(dir)), {16, 64, 32});
   EXPECT_EQ(eval["results"][0]["status"], "ok");
   EXPECT_EQ(eval["results"][1]["status"], "n/a: learned table has 32 positions");
   EXPECT_TRUE(eval["results"][1]["loss"].is_null());
@@ -95,13 +99,7 @@ TEST(Eval, XposPastItsScalesRangeIsNotApplicable) {
   TempDir dir;
   Config c = tiny_text("xpos", corpus_file(dir));
   c.model.pos_encoding.scale_base = 1;  // the bound at 126 tokens
-  c.train.max_iters = 3;
-  train_new(c, dir.sub("run"));
-  EvalOptions o;
-  o.lengths = {16, 126, 256};
-  o.batches = 1;
-  o.batch_size = 2;
-  auto eval = evaluate_run(dir.sub("run"), o);
+  auto eval = briefly_trained_eval(dir, c, {16, 126, 256});
   EXPECT_EQ(eval["results"][0]["status"], "ok");
   EXPECT_EQ(eval["results"][1]["status"], "ok");
   EXPECT_TRUE(std::isfinite(eval["results"][1]["loss"].get<double>()));
