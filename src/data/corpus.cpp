@@ -90,8 +90,9 @@ void TextCorpus::load(const DataConfig& config, const std::string& text) {
       const int64_t fixed = passkey_fixed_tokens(tokenizer_, *passkey_template_, passkey_.digits);
       if (block_size_ + 1 - fixed < 1)
         throw ConfigError("the " + passkey_template_->name + " template with " + std::to_string(passkey_.digits) +
-                          "-digit keys needs more than block_size+1 = " + std::to_string(block_size_ + 1) +
-                          " tokens: model.block_size must be at least " + std::to_string(fixed));
+                          "-digit keys takes " + std::to_string(fixed) + " tokens before any filler, more than a window of " +
+                          "model.block_size+1 = " + std::to_string(block_size_ + 1) +
+                          " holds: model.block_size must be at least " + std::to_string(fixed));
       if (passkey_.haystack == "noise") {
         passkey_haystack_ = noise_haystack(tokenizer_, block_size_ + 1);
       } else {

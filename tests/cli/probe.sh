@@ -41,7 +41,7 @@ expect_fail 2 "--task passkey: the run's vocabulary cannot write the compact tem
 expect_fail 2 "data.probes.passkey.fraction: passkey documents mix into text corpora; data.kind is task" -- \
   "$POSLAB" train -c task.json --set data.probes.passkey=0.5 --out r2
 expect_fail 2 "data.probes.passkey.digits must be between 1 and 18" -- "$POSLAB" train -c text.json --set data.probes.passkey.digits=0 --out r2
-expect_fail 2 "data.probes.passkey: the compact template with 9-digit keys needs more than block_size+1 = 41" -- \
+expect_fail 2 "tokens before any filler, more than a window of model.block_size+1 = 41 holds: model.block_size must be at least" -- \
   "$POSLAB" train -c text.json --set model.block_size=40 --set data.probes.passkey.digits=9 --out r2
 check "refused trainings leave no run" test ! -e r2
 
