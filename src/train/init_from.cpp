@@ -41,7 +41,7 @@ InitSource read_init_source(const std::string& dir, Config& c) {
   return s;
 }
 
-void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tokenizer) {
+void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tokenizer, const PosEncodingConfig& target_pe) {
   const std::string flag = "--init-from " + s.dir + ": ";
   const nlohmann::json there = s.tokenizer.to_json(), here = tokenizer.to_json();
   const auto kind_of = [](const CharTokenizer& t) {
@@ -77,6 +77,27 @@ void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tok
                       " rows cannot be cut to " + std::to_string(want) + " (keep model.block_size at " +
                       std::to_string(s.config.model.block_size) + "; a shorter context needs no fine-tune: evaluate the "
                       "run at the shorter length)");
+  // An option of the kind that shapes its parameters (cope's npos, t5's num_buckets, fire's mlp_width) set
+  // otherwise here: named by its key, not left to the checkpoint's message about a tensor.
+  const auto target = model->pos->named_parameters();
+  for (const auto& p : source_pos->named_parameters()) {
+    const auto* mine = target.find(p.key());
+    if (mine == nullptr || mine->sizes() == p.value().sizes()) continue;
+    Config target = s.config;
+    target.model.pos_encoding = target_pe;
+    const nlohmann::json there = config_to_json(s.config)["model"]["pos_encoding"],
+                         here = config_to_json(target)["model"]["pos_encoding"];
+    std::string keys;
+    for (auto it = here.begin(); it != here.end(); ++it)
+      if (!there.contains(it.key()) || there[it.key()] != it.value())
+        keys += (keys.empty() ? "" : ", ") + std::string("model.pos_encoding.") + it.key() + " " + it.value().dump() + " here, " +
+                (there.contains(it.key()) ? there[it.key()].dump() : std::string("unset")) + " there";
+    std::ostringstream shapes;
+    shapes << p.value().sizes() << " there, " << mine->sizes() << " here";
+    throw ConfigError(flag + "the " + model->pos->kind() + " encoding's parameter " + p.key() + " has another shape (" +
+                      shapes.str() + ")" + (keys.empty() ? std::string() : ": " + keys) +
+                      "; fine-tune with the source run's values");
+  }
   load_checkpoint_weights(RunPaths{s.dir}.checkpoint(), model);
 }
 

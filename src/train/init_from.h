@@ -22,6 +22,8 @@ struct InitSource {
 InitSource read_init_source(const std::string& dir, Config& config);
 // Checks what needs the built model and the new corpus's vocabulary (a learned table cannot grow; the
 // vocabularies must match), then copies the source's weights into `model`.
-void init_weights_from(const InitSource& source, GPT& model, const CharTokenizer& tokenizer);
+// `target_pe`: the new run's encoding section, to name an option that changes a parameter's shape.
+void init_weights_from(const InitSource& source, GPT& model, const CharTokenizer& tokenizer,
+                       const PosEncodingConfig& target_pe);
 
 }  // namespace poslab

@@ -372,7 +372,7 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
     throw ConfigError(std::string("the run's config.json would not read back: ") + e.what());
   }
   Session s = make_session(c, make_corpus(c), launch, {{"start", "a new run"}, {"stop_at", stop_at}});
-  if (source) init_weights_from(*source, s.model, s.corpus->tokenizer());
+  if (source) init_weights_from(*source, s.model, s.corpus->tokenizer(), s.config.model.pos_encoding);
   // Everything is valid: only now does the run directory appear, written by rank 0 alone, which holds its
   // lock while it trains (another `train --out` of the same directory started at the same moment stops here).
   std::optional<FileLock> lock;
@@ -417,7 +417,7 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
     const std::string from = read_json_file(paths.init_from()).value("run", "");
     Config wanted = c;
     try {
-      init_weights_from(read_init_source(from, wanted), s.model, s.corpus->tokenizer());
+      init_weights_from(read_init_source(from, wanted), s.model, s.corpus->tokenizer(), c.model.pos_encoding);
     } catch (const ConfigError& e) {
       throw ConfigError("--resume " + dir + ": no checkpoint yet, and the run it starts from cannot be read again (" +
                         e.what() + "); start the fine-tune anew with --init-from");

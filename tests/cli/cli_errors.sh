@@ -220,6 +220,11 @@ sed 's/lazy/la!y/' fox.txt > fox2.txt
 "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set eval.lengths=[8] --out foxrun > /dev/null 2>&1
 expect_fail 2 "its vocabulary (28 symbols) differs from this config's data (28 symbols; first at id 2: \"a\" there, \"!\" here)" -- \
   "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox2.txt --init-from foxrun --out r4
+# An encoding option that shapes its parameters, set otherwise for the fine-tune: named by its key (the
+# message was about a tensor of the checkpoint).
+"$POSLAB" train -c ok.json --set $PE.kind=cope --set train.max_iters=1 --out coperun > /dev/null 2>&1
+expect_fail 2 "--init-from coperun: the cope encoding's parameter pos_emb has another shape ([8, 64] there, [8, 8] here): model.pos_encoding.npos 8 here, 64 there" -- \
+  "$POSLAB" train -c ok.json --set $PE.kind=cope --set $PE.npos=8 --init-from coperun --out r4
 expect_fail 2 "$PE.rope_scaling.kind: 'linear' applies to rotary encodings" -- "$POSLAB" train -c ok.json --set $PE.rope_scaling.kind=linear --out r4
 expect_fail 2 "$PE.rope_scaling.factor must be >= 1" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rope_scaling.factor=0.5 --out r4
 check "no run directory left behind by a refused --init-from" test ! -e r4
