@@ -57,6 +57,17 @@ TEST(AttentionStats, HandMadeMatrixGivesHandComputedValues) {
   EXPECT_NEAR(s.first_share[0].item<double>(), 0.35, 1e-12);
 }
 
+// One token: there is no query i >= 1, over which the normalised entropy and the first-token share are
+// defined: both not a number (null in attention.json), not a share of 1.
+TEST(AttentionStats, OneTokenHasNoNormalisedEntropyOrFirstShare) {
+  auto s = attention_head_stats(torch::ones({1, 2, 1, 1}, torch::kDouble));
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_TRUE(std::isnan(s.entropy_norm[h].item<double>()));
+    EXPECT_TRUE(std::isnan(s.first_share[h].item<double>()));
+    EXPECT_EQ(s.distance[h].item<double>(), 0.0);
+  }
+}
+
 TEST(AttentionStats, UniformCausalAttentionHasReferenceValues) {
   const int64_t T = 9;
   auto p = torch::ones({T, T}, torch::kDouble).tril();

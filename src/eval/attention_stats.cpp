@@ -29,9 +29,9 @@ HeadStats attention_head_stats(const torch::Tensor& probs) {
     auto log_keys = torch::log(pos.slice(0, 1) + 1);  // (T-1,): log(i + 1) for queries i >= 1
     s.entropy_norm = (entropy.slice(-1, 1) / log_keys).mean(std::vector<int64_t>{0, 2});
     s.first_share = p.select(-1, 0).slice(-1, 1).mean(std::vector<int64_t>{0, 2});  // p_i0 for i >= 1
-  } else {  // one token: nothing to normalise, and no choice of key
+  } else {  // one token: no query i >= 1, over which both are defined (null in attention.json)
     s.entropy_norm = torch::full({p.size(1)}, NAN, torch::kDouble);
-    s.first_share = torch::ones({p.size(1)}, torch::kDouble);
+    s.first_share = torch::full({p.size(1)}, NAN, torch::kDouble);
   }
   return s;
 }
