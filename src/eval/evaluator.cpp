@@ -138,7 +138,22 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
           {"length_unit", corpus.is_task() ? "items" : "tokens"},
           {"train_length", corpus.train_length()},
           {"rope_scaling", scaling_json},
+          {"settings", evaluation_settings(c, o)},
           {"results", results}};
+}
+
+json evaluation_settings(const Config& c, const EvalOptions& o) {
+  Config used = c;
+  used.eval.lengths = o.lengths.empty() ? default_eval_lengths(c) : o.lengths;
+  if (o.batches > 0) used.eval.batches = o.batches;
+  if (o.stride > 0) used.eval.stride = o.stride;
+  if (o.tokens > 0) used.eval.tokens = o.tokens;
+  json eval = config_to_json(used)["eval"];
+  eval.erase("batch_size");  // memory only: the numbers do not depend on it
+  json flag = nullptr;       // `--rope-scaling`, beside the eval section's own
+  if (o.rope_scaling) flag = {{"kind", o.rope_scaling->kind}, {"factor", o.rope_scaling->factor},
+                              {"original_length", o.rope_scaling->original_length}};
+  return {{"eval", eval}, {"rope_scaling_flag", flag}};
 }
 
 std::vector<int> default_eval_lengths(const Config& c) {

@@ -77,6 +77,10 @@ std::vector<double> target_losses(GPT& model, const TextCorpus& corpus, int64_t 
 
 // The lengths a run is evaluated at by default: its eval.lengths, else 1x, 2x, 4x and 8x its training length.
 std::vector<int> default_eval_lengths(const Config& config);
+// What an evaluation was run with, as eval.json's "settings" records it: the run's eval section as used
+// (lengths, batches, stride, tokens, key tokens, RoPE scaling; not batch_size, which changes no number) and
+// a --rope-scaling given on the command line (null without). compare checks a cell's files against it.
+nlohmann::json evaluation_settings(const Config& config, const EvalOptions& options);
 // Evaluates a model on a corpus; returns {"results": [...]} (see docs/eval.md for the fields).
 nlohmann::json evaluate(GPT& model, const Corpus& corpus, const Config& config, const EvalOptions& options,
                         const Runtime& runtime);

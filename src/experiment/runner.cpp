@@ -21,6 +21,7 @@
 #include <set>
 
 #include "config/config.h"
+#include "eval/evaluator.h"
 #include "distributed/launch.h"
 #include "eval/attention_stats.h"
 #include "experiment/experiment.h"
@@ -415,16 +416,46 @@ static void drop_foreign_cell_files(const Experiment& full, const CompareOptions
     for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
     return "[" + out + "]";
   };
+  // What differs between an eval file's recorded settings and those the experiment evaluates it with.
+  auto settings_differ = [&](const json& file, const json& want) -> std::string {
+    if (!file.contains("settings")) {  // written before eval.json recorded them: its lengths alone
+      std::set<int> asked;
+      for (const auto& L : want["eval"]["lengths"]) asked.insert(L.get<int>());
+      const auto got = lengths_of(file["results"]);
+      return got == asked ? "" : "lengths " + text(got) + ", not the experiment's " + text(asked);
+    }
+    const json& got = file["settings"];
+    if (got.value("rope_scaling_flag", json()).is_object())
+      return "--rope-scaling " + got["rope_scaling_flag"].value("kind", std::string("?"));
+    const json a = got.value("eval", json::object()), b = want["eval"];
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key()) || a[it.key()] != it.value())
+        return "eval." + it.key() + " " + (a.contains(it.key()) ? a[it.key()].dump() : std::string("unset")) +
+               ", not the experiment's " + it.value().dump();
+    return "";
+  };
   for (const auto& c : full.cells) {
     const std::string dir = cell_dir(o.out, c);
     if (!c.error.empty() || !c.config.is_object() || cell_status(dir) != "done") continue;
-    const json eval = read(RunPaths{dir}.eval());
-    std::set<int> want;
-    for (const auto& L : c.config["eval"].value("lengths", json::array())) want.insert(L.get<int>());
-    if (eval.is_object() && eval["results"].is_array() && !want.empty() && lengths_of(eval["results"]) != want) {
-      spdlog::warn("{}: evaluated at lengths {}, not the experiment's {} (written over by another command?): evaluated again",
-                   RunPaths{dir}.eval(), text(lengths_of(eval["results"])), text(want));
-      remove_stale_files({RunPaths{dir}.eval()});
+    // The cell's own evaluation, then each variant's (its overrides on the cell's config, as `eval --set`).
+    std::vector<std::pair<std::string, std::vector<std::string>>> files = {{"", {}}};
+    for (const auto& v : full.eval_grid) files.push_back({v.name, v.overrides});
+    for (const auto& [tag, overrides] : files) {
+      const std::string path = RunPaths{dir}.eval(tag);
+      const json file = read(path);
+      if (!file.is_object() || !file["results"].is_array()) continue;
+      json want;
+      try {
+        json j = c.config;
+        apply_overrides(j, overrides);
+        want = evaluation_settings(config_from_json(j), EvalOptions{});
+      } catch (const std::exception&) {
+        continue;  // the experiment's own checks say what is wrong with it
+      }
+      const std::string differs = settings_differ(file, want);
+      if (differs.empty()) continue;
+      spdlog::warn("{}: evaluated with {} (written over by another command?): evaluated again", path, differs);
+      remove_stale_files({path});
     }
     for (auto it = full.probes.begin(); it != full.probes.end(); ++it) {
       const std::string file = dir + "/probe-" + it.key() + ".json";

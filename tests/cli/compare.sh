@@ -119,6 +119,20 @@ e = json.load(open("egc/cells/kind=rope/eval-v.json"))
 assert [r["length"] for r in e["results"]] == [4], e["results"]'
 "$POSLAB" compare -c egc2.json --out egc --no-plots > egc3.log 2>&1
 check "an unchanged variant is not done again" bash -c '! grep -q "changed since the last run" egc3.log'
+# A variant's file and the cell's eval.json written over by hand, at the same lengths but with other settings
+# (another RoPE scaling, other batches): evaluated again under the experiment's, where they were averaged in.
+"$POSLAB" eval --run egc/cells/kind=rope --lengths 4 --tag v --rope-scaling linear --factor 2 > /dev/null 2>&1
+"$POSLAB" eval --run egc/cells/kind=rope --lengths 4,8 --batches 3 > /dev/null 2>&1
+"$POSLAB" compare -c egc2.json --out egc --no-plots > egc4.log 2>&1
+check "a variant evaluated over by hand with --rope-scaling is evaluated again" \
+  grep -q "kind=rope/eval-v.json: evaluated with --rope-scaling linear (written over by another command?): evaluated again" egc4.log
+check "... and the cell's eval.json with other batches" \
+  grep -q "kind=rope/eval.json: evaluated with eval.batches 3, not the experiment's 1" egc4.log
+check "... both now as the experiment evaluates them" /usr/bin/python3 -c '
+import json
+v = json.load(open("egc/cells/kind=rope/eval-v.json")); e = json.load(open("egc/cells/kind=rope/eval.json"))
+assert v["rope_scaling"] == "none" and v["settings"]["rope_scaling_flag"] is None, v["settings"]
+assert e["settings"]["eval"]["batches"] == 1 and [r["length"] for r in e["results"]] == [4, 8], e["settings"]'
 
 # Cells trained at different lengths: the longest is the training length, whatever the grid's order, and the
 # summary says the cells differ instead of measuring them all from one length.

@@ -225,7 +225,7 @@ assert len(files) == 4 and all(json.load(open(f))["trials"] == 3 for f in files)
 "$POSLAB" probe --run cmp/cells/kind=rope_seed=1 --lengths 64 --trials 2 --no-plot > /dev/null 2>&1
 "$POSLAB" compare -c exp.json --out cmp > foreign.out 2>&1
 check "a cell's eval.json at other lengths is said to be evaluated again" \
-  grep -q "kind=rope_seed=1/eval.json: evaluated at lengths \[64\], not the experiment's \[64,128\]" foreign.out
+  grep -q "kind=rope_seed=1/eval.json: evaluated with eval.lengths \[64\], not the experiment's \[64,128\]" foreign.out
 check "... and its probe with other settings probed again" grep -qE "kind=rope_seed=1/probe-passkey.json: probed with (lengths \[64\], not \[64,128\]|trials 2, not 5)" foreign.out
 check "... both now the experiment's" /usr/bin/python3 -c '
 import json
