@@ -434,8 +434,10 @@ static void drop_foreign_cell_files(const Experiment& full, const CompareOptions
                ", not the experiment's " + it.value().dump();
     return "";
   };
-  for (const auto& c : full.cells) {
+  for (size_t i = 0; i < full.cells.size(); ++i) {
+    const auto& c = full.cells[i];
     const std::string dir = cell_dir(o.out, c);
+    if (o.shard.active() && !o.shard.owns(i)) continue;  // another shard's cell: that shard redoes it
     if (!c.error.empty() || !c.config.is_object() || cell_status(dir) != "done") continue;
     // The cell's own evaluation, then each variant's (its overrides on the cell's config, as `eval --set`).
     std::vector<std::pair<std::string, std::vector<std::string>>> files = {{"", {}}};
