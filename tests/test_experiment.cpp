@@ -97,6 +97,21 @@ TEST(Grid, InvalidCellRefusesTheWholeGrid) {
   EXPECT_NE(nokind.find(": cell kind=rope: data.dir names data, but data.kind is not set"), std::string::npos) << "[" << nokind << "]";
 }
 
+// Two eval_grid variants that set the same keys to the same values (in any order) evaluate every cell twice.
+TEST(Grid, EvalGridVariantsThatSetTheSameAreRefused) {
+  TempDir dir;
+  dir.file("base.json", R"({"data": {"task": "copy", "max_len": 4}, "model": {"block_size": 16}})");
+  auto exp = [&](const std::string& variants) {
+    return dir.file("v.json", R"({"name": "t", "base": "base.json", "grid": {"seed": [1]}, "eval_grid": )" + variants + "}");
+  };
+  EXPECT_NE(load_error(exp(R"({"a": {"eval.batches": 2, "eval.stride": 3}, "b": {"eval.stride": 3, "eval.batches": 2}})"))
+                .find("eval_grid.b: sets what eval_grid.a sets; each variant must differ"),
+            std::string::npos);
+  EXPECT_NE(load_error(exp(R"({"plain": {}, "again": {}})")).find("eval_grid.again: sets what eval_grid.plain sets (nothing"),
+            std::string::npos);
+  EXPECT_EQ(load_error(exp(R"({"a": {"eval.batches": 2}, "b": {"eval.batches": 3}, "c": {}})")), "");
+}
+
 TEST(Grid, BadExperimentFilesAreRefused) {
   TempDir dir;
   EXPECT_THROW(load_experiment(write_experiment(dir, R"({"model.nope": [1]})")), ConfigError);

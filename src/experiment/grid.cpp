@@ -144,6 +144,18 @@ Experiment load_experiment(const std::string& path) {
       json probe = base;  // the keys and their types must be valid; the values are checked on every cell below
       for (auto kv = it.value().begin(); kv != it.value().end(); ++kv)
         apply_file_override(probe, kv.key(), kv.value(), at + "." + kv.key(), path);
+      // Two variants that set the same keys to the same values would evaluate every cell twice under two
+      // names, as a grid value listed twice would train it twice.
+      std::vector<std::string> mine = v.overrides;
+      std::sort(mine.begin(), mine.end());
+      for (const auto& other : e.eval_grid) {
+        std::vector<std::string> theirs = other.overrides;
+        std::sort(theirs.begin(), theirs.end());
+        if (theirs == mine)
+          throw ConfigError(at + ": sets what eval_grid." + other.name + " sets" +
+                            (mine.empty() ? std::string(" (nothing: the run's own evaluation)") : std::string()) +
+                            "; each variant must differ (remove one)");
+      }
       e.eval_grid.push_back(v);
     }
   }
