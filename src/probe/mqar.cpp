@@ -83,19 +83,12 @@ json mqar_probe(GPT& model, const Config& c, const ProbeOptions& o, const Runtim
   for (size_t li = 0; li < o.lengths.size(); ++li) {
     const int L = o.lengths[li];
     Stage stage("during the mqar probe at " + std::to_string(L) + " tokens");
-    const int max_pos = model->pos->max_positions();
     for (const std::string axis : {"distance", "load"}) {
       const int K = axis == "distance" ? c.data.max_len : load_pairs(c, L);
       const int Q = mqar_queries(K, m);
       json r = cell(L, axis, K, Q);
-      std::string why;
-      if (max_pos > 0 && L > max_pos) why = "the encoding represents " + std::to_string(max_pos) + " positions";
-      if (why.empty()) try {  // any other limit of the encoding (xPos's scales past ~128 scale_base tokens)
-          model->pos->check_length(L);
-        } catch (const PositionLimitError& e) {
-          why = e.what();
-        }
-      else if (K > c.data.symbols)
+      std::string why = encoding_length_limit(model, L);
+      if (why.empty() && K > c.data.symbols)
         why = std::to_string(K) + " pairs need more distinct key letters than data.symbols = " + std::to_string(c.data.symbols);
       if (!why.empty()) {
         r.update({{"status", "n/a: " + why}, {"trials", 0}, {"exact", nullptr}, {"exact_low", nullptr},

@@ -121,6 +121,17 @@ static uint64_t cell_seed(int seed, int length, double depth, int control) {
          static_cast<uint64_t>(std::llround(depth * 1e6) + 7) * 7919ULL ^ static_cast<uint64_t>(control) * 104729ULL;
 }
 
+std::string encoding_length_limit(GPT& model, int64_t L) {
+  const int64_t table = model->pos->max_positions();
+  if (table > 0 && L > table) return "the encoding represents " + std::to_string(table) + " positions";
+  try {
+    model->pos->check_length(L);
+  } catch (const PositionLimitError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
   const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
   const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
@@ -178,13 +189,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     if (L + 1 - fixed < 1)
       return "the " + tmpl.name + " template with " + std::to_string(digits) + "-digit keys needs more than " +
              std::to_string(fixed - 1) + " tokens";
-    if (model->pos->max_positions() > 0 && L > model->pos->max_positions())
-      return "the encoding represents " + std::to_string(model->pos->max_positions()) + " positions";
-    try {  // any other limit of the encoding (xPos's scales past ~128 scale_base tokens)
-      model->pos->check_length(L);
-    } catch (const PositionLimitError& e) {
-      return e.what();
-    }
+    if (const std::string limit = encoding_length_limit(model, L); !limit.empty()) return limit;
     if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
       return "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
     return "";

@@ -61,6 +61,10 @@ struct KeyScores {
 // allow_cache false: always recompute (the tests' reference for the cached path).
 KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& runtime, bool allow_cache = true);
 
+// Why the model's encoding cannot take L tokens ("" when it can): a table's size, or any other limit of the
+// kind (check_length: xPos's scales past ~128 scale_base tokens). Both probes mark such a length n/a.
+std::string encoding_length_limit(GPT& model, int64_t L);
+
 // The effective length (docs/probes.md) of a probe's result rows: exact match pooled per length over the
 // rows that are not controls; an n/a length counts as a failure, one too short for the template not at all.
 int effective_length_of(const nlohmann::json& results, double threshold);

@@ -149,7 +149,7 @@ expect_fail 2 "--task mqar: the run trained on data.task copy; the mqar probe sc
   "$POSLAB" probe --run copyrun --task mqar --no-plot
 check "refused probes write nothing" test ! -e run/probe-mqar.json -a ! -e copyrun/probe-mqar.json
 
-"$POSLAB" probe --run run --task mqar --lengths 9,18,36 --trials 40 --seed 5 --no-plot > probe.out 2>&1
+"$POSLAB" probe --run run --task mqar --lengths 9,18,36,40 --trials 40 --seed 5 --no-plot > probe.out 2>&1
 cat probe.out
 check "probe-mqar.json: fields, axes, pairs, Wilson bounds, effective length" $PY - run/probe-mqar.json <<'PY'
 import json, math, sys
@@ -159,14 +159,15 @@ for k in ["task", "encoding", "train_length", "threshold", "effective_length", "
     assert k in p, k
 assert p["task"] == "mqar" and p["pairs"] == 2 and p["queries"] == 2 and p["gaps"] == "power" and p["space"] == 2
 assert p["train_length"] == 2 * (2 + 2) + 1, p["train_length"]
-want = [(L, a) for L in (9, 18, 36) for a in ("distance", "load")]
+want = [(L, a) for L in (9, 18, 36, 40) for a in ("distance", "load")]
 assert sorted((r["length"], r["axis"]) for r in p["results"]) == sorted(want), p["results"]
 z = 1.959963984540054
 for r in p["results"]:
     assert r["depth"] is None and r["control"] is None
     load_pairs = (r["length"] - 1) // 4
     assert r["pairs"] == (2 if r["axis"] == "distance" else load_pairs), r
-    if r["pairs"] > 8:  # more pairs than key letters (data.symbols = 8)
+    if r["pairs"] > 8:  # more pairs than key letters (data.symbols = 8): at 40 tokens, 9 pairs
+        assert "pairs need more distinct key letters than data.symbols = 8" in r["status"], r
         assert r["status"].startswith("n/a") and r["exact"] is None, r
         continue
     assert r["status"] == "ok" and r["trials"] == 40 and r["queries"] == r["pairs"], r
@@ -178,7 +179,7 @@ for r in p["results"]:
 at9 = {r["axis"]: r for r in p["results"] if r["length"] == 9}
 assert at9["distance"]["pairs"] == at9["load"]["pairs"] == 2
 assert at9["distance"]["digit_accuracy"] >= 0.8 and at9["load"]["digit_accuracy"] >= 0.8, at9
-assert [r["pairs"] for r in p["results"] if r["axis"] == "load"] == [2, 4, 8]
+assert [r["pairs"] for r in p["results"] if r["axis"] == "load"] == [2, 4, 8, 9]
 # Effective length (RULER's rule) over the distance axis, recomputed.
 eff = 0
 for r in sorted((r for r in p["results"] if r["axis"] == "distance"), key=lambda r: r["length"]):
@@ -190,7 +191,7 @@ assert abs(p["effective_multiple"] - eff / p["train_length"]) < 1e-12
 PY
 check "the probe prints its table" grep -q "distance 2" probe.out
 cp run/probe-mqar.json first.json
-"$POSLAB" probe --run run --task mqar --lengths 9,18,36 --trials 40 --seed 5 --no-plot >/dev/null 2>&1
+"$POSLAB" probe --run run --task mqar --lengths 9,18,36,40 --trials 40 --seed 5 --no-plot >/dev/null 2>&1
 check "the probe is deterministic from --seed" cmp -s first.json run/probe-mqar.json
 if $PY -c "import matplotlib" 2>/dev/null; then
   "$POSLAB" probe --run run --task mqar --lengths 9,18 --trials 5 >/dev/null 2>&1
