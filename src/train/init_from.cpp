@@ -83,10 +83,10 @@ void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tok
   for (const auto& p : source_pos->named_parameters()) {
     const auto* mine = target.find(p.key());
     if (mine == nullptr || mine->sizes() == p.value().sizes()) continue;
-    Config target = s.config;
-    target.model.pos_encoding = target_pe;
+    Config wanted = s.config;
+    wanted.model.pos_encoding = target_pe;
     const nlohmann::json there = config_to_json(s.config)["model"]["pos_encoding"],
-                         here = config_to_json(target)["model"]["pos_encoding"];
+                         here = config_to_json(wanted)["model"]["pos_encoding"];
     std::string keys;
     for (auto it = here.begin(); it != here.end(); ++it)
       if (!there.contains(it.key()) || there[it.key()] != it.value())

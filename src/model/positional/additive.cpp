@@ -65,9 +65,9 @@ torch::Tensor IndexEncodingImpl::embed(const torch::Tensor& x, const torch::Tens
 
 torch::Tensor TableEncodingImpl::embed(const torch::Tensor& x, const torch::Tensor& positions) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
-  if (needed > kRandpermMaxPosition && needed > 4 * positions.numel()) {
-    // Few positions spread far (randomized up to a large max_position): a table up to the largest would hold
-    // billions of rows (117 GiB at 2e9); these positions' rows alone, the same numbers the table holds.
+  if (sparse_positions(needed, positions.numel())) {
+    // A table up to the largest would hold billions of rows (117 GiB at 2e9): these positions' rows alone,
+    // the same numbers the table holds.
     return x + (make_rows(positions) * scale_).to(x.device()).unsqueeze(0).to(x.scalar_type());  // (1, T, C)
   }
   torch::Tensor table;

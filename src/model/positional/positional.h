@@ -16,11 +16,16 @@
 
 namespace poslab {
 
-// A sequence longer than an encoding can represent (the learned table): reported as n/a.
 // Up to this randomize.max_position training draws its positions as torch::randperm's first T (the draw of
 // every run so far); past it, by Floyd's algorithm, whose cost does not grow with max_position.
 constexpr int64_t kRandpermMaxPosition = 1 << 16;
+// Few positions spread far (randomized up to a large max_position): tables and caches up to the largest
+// position would hold billions of rows, so the encodings compute the rows of these positions alone.
+inline bool sparse_positions(int64_t largest_plus_one, int64_t count) {
+  return largest_plus_one > kRandpermMaxPosition && largest_plus_one > 4 * count;
+}
 
+// A sequence longer than an encoding can represent (the learned table): reported as n/a.
 struct PositionLimitError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

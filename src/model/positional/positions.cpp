@@ -26,6 +26,19 @@ void PositionalEncodingImpl::check_length(int64_t length) const {
                              std::to_string(randomize_max_));
 }
 
+// T of [0, N) without replacement, uniformly (Floyd's algorithm: O(T), whatever N is), sorted: (T,) int64.
+// `below_or_at(j)` draws a number in [0, j], one call per j = N-T .. N-1 in turn.
+template <class Draw>
+static torch::Tensor floyd_sample(int64_t N, int64_t T, Draw below_or_at) {
+  std::set<int64_t> drawn;
+  for (int64_t j = N - T; j < N; ++j) {
+    const int64_t t = below_or_at(j);
+    drawn.insert(drawn.count(t) ? j : t);
+  }
+  const std::vector<int64_t> draw(drawn.begin(), drawn.end());  // sorted
+  return torch::tensor(draw, torch::kLong);
+}
+
 int64_t PositionalEncodingImpl::eval_length_limit() const {
   const int64_t limit = max_positions();
   if (!randomizes(/*training=*/false)) return limit;
@@ -54,13 +67,10 @@ torch::Tensor PositionalEncodingImpl::positions(int64_t T, bool training, const 
   // numbers drawn at once from the same generator, so the checkpoint's RNG state still resumes it exactly.
   const auto u = torch::rand({T}, torch::kDouble);  // (T,) in [0, 1)
   const double* up = u.data_ptr<double>();
-  std::set<int64_t> drawn;
-  for (int64_t i = 0, j = randomize_max_ - T; j < randomize_max_; ++i, ++j) {
-    const int64_t t = std::min<int64_t>(j, static_cast<int64_t>(up[i] * static_cast<double>(j + 1)));  // [0, j]
-    drawn.insert(drawn.count(t) ? j : t);
-  }
-  const std::vector<int64_t> draw(drawn.begin(), drawn.end());  // sorted
-  return torch::tensor(draw, torch::kLong).to(device);          // (T,) sorted, distinct, < max_position
+  int64_t i = 0;
+  return floyd_sample(randomize_max_, T, [&](int64_t j) {  // [0, j]
+           return std::min<int64_t>(j, static_cast<int64_t>(up[i++] * static_cast<double>(j + 1)));
+         }).to(device);
 }
 
 torch::Tensor PositionalEncodingImpl::eval_positions(const torch::Tensor& tokens) const {
@@ -74,15 +84,9 @@ torch::Tensor PositionalEncodingImpl::eval_positions(const torch::Tensor& tokens
   Rng mix(static_cast<uint64_t>(T));
   uint64_t seed = mix.next();
   for (int64_t i = 0; i < T; ++i) seed = Rng(seed ^ static_cast<uint64_t>(p[i])).next();
-  // T of [0, max_position) without replacement, uniformly (Floyd's algorithm: O(T), whatever max_position is).
   Rng rng(seed);
-  std::set<int64_t> drawn;
-  for (int64_t j = randomize_max_ - T; j < randomize_max_; ++j) {
-    const int64_t t = rng.below(j + 1);
-    drawn.insert(drawn.count(t) ? j : t);
-  }
-  const std::vector<int64_t> draw(drawn.begin(), drawn.end());  // sorted
-  return torch::tensor(draw, torch::kLong).to(tokens.device());  // (T,) sorted, distinct, < max_position
+  return floyd_sample(randomize_max_, T, [&](int64_t j) { return static_cast<int64_t>(rng.below(j + 1)); })
+      .to(tokens.device());
 }
 
 }  // namespace poslab

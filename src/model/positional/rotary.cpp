@@ -60,9 +60,9 @@ torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double 
 std::pair<torch::Tensor, torch::Tensor> RotaryEncodingImpl::cos_sin(const torch::Tensor& positions,
                                                                     const torch::Device& device) {
   const int64_t needed = positions.numel() ? positions.max().item<int64_t>() + 1 : 0;
-  if (needed > kRandpermMaxPosition && needed > 4 * positions.numel()) {
-    // Few positions spread far (randomized up to a large max_position): a table up to the largest would hold
-    // billions of rows (58 GiB at 2e9); the angles of these positions alone, the same numbers a table holds.
+  if (sparse_positions(needed, positions.numel())) {
+    // A table up to the largest would hold billions of rows (58 GiB at 2e9): the angles of these positions
+    // alone, the same numbers a table holds.
     const auto f = rope_frequencies(rot_dims_, base_, scaling_, needed);
     auto angles = torch::outer(positions.to(torch::kCPU, torch::kDouble), f.inv_freq);  // (T, rot_dims/2)
     return {(angles.cos() * f.attention_factor).to(torch::kFloat).to(device),
