@@ -165,7 +165,7 @@ TEST(Aggregate, MeansAndStdsEqualTheCellsOwnNumbers) {
   EXPECT_NEAR(row("rope", 16)["loss_mean"].get<double>(), 0.3, 1e-12);
   // Sample std over the seeds (n - 1), and the 95% half-width t(0.975, 1) * std / sqrt(2).
   EXPECT_NEAR(row("rope", 16)["loss_std"].get<double>(), std::sqrt(0.02), 1e-12);
-  EXPECT_NEAR(row("rope", 16)["loss_ci95"].get<double>(), 12.706 * std::sqrt(0.02) / std::sqrt(2.0), 1e-9);
+  EXPECT_NEAR(row("rope", 16)["loss_ci95"].get<double>(), 12.706205 * std::sqrt(0.02) / std::sqrt(2.0), 1e-6);
   EXPECT_TRUE(row("learned", 16)["loss_ci95"].is_null());  // one seed: no interval
   EXPECT_NEAR(row("rope", 32)["exact_match_mean"].get<double>(), 0.4, 1e-12);
   EXPECT_EQ(row("rope", 16)["n"], 2);

@@ -38,16 +38,38 @@ TEST(ReportStats, IntervalIsStudentTOverSeeds) {
   json s = summarize_values({1.0, 2.0, 3.0});
   EXPECT_DOUBLE_EQ(s["mean"].get<double>(), 2.0);
   EXPECT_NEAR(s["std"].get<double>(), 1.0, 1e-12);
-  EXPECT_NEAR(s["ci95"].get<double>(), 4.303 / std::sqrt(3.0), 1e-9);
+  EXPECT_NEAR(s["ci95"].get<double>(), 4.302653 / std::sqrt(3.0), 1e-6);
   EXPECT_EQ(s["n"], 3);
   // Two seeds: t = 12.706, std of {0, 1} = sqrt(0.5).
-  EXPECT_NEAR(summarize_values({0.0, 1.0})["ci95"].get<double>(), 12.706 * std::sqrt(0.5) / std::sqrt(2.0), 1e-9);
+  EXPECT_NEAR(summarize_values({0.0, 1.0})["ci95"].get<double>(), 12.706205 * std::sqrt(0.5) / std::sqrt(2.0), 1e-6);
   // One seed: no noise estimate, so neither a std nor an interval.
   json one = summarize_values({0.7});
   EXPECT_TRUE(one["std"].is_null());
   EXPECT_TRUE(one["ci95"].is_null());
   EXPECT_EQ(one["n"], 1);
-  EXPECT_NEAR(t95(1000), 1.96, 1e-9);
+}
+
+TEST(ReportStats, TQuantileHoldsTwoAndAHalfPercentInTheTail) {
+  // The published table (three decimals), including the degrees of freedom past 30 that a
+  // coarse table rounds toward the next tabled row (31 is 2.040, not 40's 2.021).
+  const std::vector<std::pair<int, double>> table = {{1, 12.706}, {2, 4.303}, {3, 3.182}, {4, 2.776}, {9, 2.262},
+                                                     {30, 2.042}, {31, 2.040}, {40, 2.021}, {60, 2.000}, {120, 1.980}};
+  for (const auto& [df, t] : table) EXPECT_NEAR(t95(df), t, 5.1e-4) << "df " << df;
+  EXPECT_NEAR(t95(100000), 1.959964, 1e-4);
+  EXPECT_TRUE(std::isnan(t95(0)));
+  // Property: the density of Student's t, integrated by Simpson's rule from 0 to t95(df), holds
+  // 47.5% of the mass (the formula's own definition, independent of the incomplete beta used).
+  for (int df : {1, 2, 3, 5, 7, 13, 31, 47, 200}) {
+    const double nu = df, q = t95(df);
+    const double norm = std::exp(std::lgamma((nu + 1) / 2) - std::lgamma(nu / 2)) / std::sqrt(nu * M_PI);
+    const auto density = [&](double t) { return norm * std::pow(1 + t * t / nu, -(nu + 1) / 2); };
+    const int n = 20000;
+    const double h = q / n;
+    double sum = density(0) + density(q);
+    for (int i = 1; i < n; ++i) sum += (i % 2 ? 4 : 2) * density(i * h);
+    EXPECT_NEAR(sum * h / 3, 0.475, 1e-9) << "df " << df;
+    EXPECT_GT(t95(df), t95(df + 1));  // heavier tails with fewer seeds
+  }
 }
 
 TEST(ReportStats, BestNeedsToBeatTheNoise) {

@@ -259,7 +259,7 @@ def main(argv=None):
         return 2
 
     groups = group_order(res)
-    colors = group_colors(groups)
+    colors = group_colors(groups + report_probes.extra_groups(res, groups))  # rows' colours first, unchanged
     table = rows_by_group(res)
     cells = load_cells(results_dir, res)
 

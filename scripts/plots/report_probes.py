@@ -21,6 +21,21 @@ def main_task(res):
     return "passkey" if "passkey" in t else (t[0] if t else None)
 
 
+def probe_groups(res, groups, task):
+    """The groups a probe's picture and table show, in the report's order: the row groups it stands
+    beside, then any it stands for alone ("as trained", where every evaluation variant scales RoPE)."""
+    names = [x["group"] for x in res["probes"][task]["groups"]]
+    return [g for g in groups if g in names] + [g for g in names if g not in groups]
+
+
+def extra_groups(res, groups):
+    """Probe groups beside no row, across the experiment's probes (colours are given to these too)."""
+    extra = []
+    for task in tasks(res):
+        extra += [g for g in probe_groups(res, groups, task) if g not in groups and g not in extra]
+    return extra
+
+
 def setting(p, task):
     """A probe's setting in a few words, as in the titles."""
     if task == "mqar":
@@ -33,7 +48,7 @@ def plot_retrieval(res, groups, colors, path, task="passkey"):
     p = res["probes"][task]
     fig, ax = plt.subplots(figsize=(10, 5.5))
     drawn = 0
-    for i, g in enumerate(groups):
+    for i, g in enumerate(probe_groups(res, groups, task)):
         entry = next((x for x in p["groups"] if x["group"] == g), None)
         if entry is None:
             continue
@@ -91,23 +106,27 @@ def mean_over_seeds(probes):
 
 def plot_heatmaps(res, results_dir, groups, path, task="passkey"):
     """One depth x length heat map per encoding (exact match, the mean over its seeds), side by side."""
+    # Only the groups the probe stands for, each from the cells its entry pools: with an eval grid, a variant
+    # with its own RoPE scaling shares the cell's probe file, which was decoded without that scaling.
+    # (results.json from before "cells" was recorded: the cells of the same group.)
     seeds = {}
-    for c in res["cells"]:
-        g = str(c.get("group"))
-        f = os.path.join(results_dir, c.get("dir", ""), "probe-%s.json" % task)
-        if not os.path.exists(f):
-            continue
-        try:
-            with open(f, encoding="utf-8") as fh:
-                seeds.setdefault(g, []).append(json.load(fh))
-        except (OSError, ValueError):
-            continue
+    for entry in res["probes"][task]["groups"]:
+        g = str(entry["group"])
+        dirs = entry.get("cells")
+        if dirs is None:
+            dirs = [c.get("dir", "") for c in res["cells"] if str(c.get("group")) == g]
+        for d in dirs:
+            f = os.path.join(results_dir, d, "probe-%s.json" % task)
+            if not os.path.exists(f):
+                continue
+            try:
+                with open(f, encoding="utf-8") as fh:
+                    seeds.setdefault(g, []).append(json.load(fh))
+            except (OSError, ValueError):
+                continue
     per_group = {g: mean_over_seeds(ps) for g, ps in seeds.items()}
     n_seeds = sorted({len(ps) for ps in seeds.values()})
-    # Only the groups the probe stands for: with an eval grid, a variant with its own RoPE scaling shares
-    # the cell's probe file, which was decoded without that scaling.
-    probed = {x["group"] for x in res["probes"][task]["groups"]}
-    shown = [g for g in groups if g in per_group and g in probed]
+    shown = [g for g in probe_groups(res, groups, task) if g in per_group]
     if not shown:
         return False
     cols = min(4, len(shown))
@@ -138,7 +157,7 @@ def retrieval_table(res, groups, task="passkey"):
     lengths = sorted({l["length"] for g in p["groups"] for l in g["lengths"]})
     header = ["encoding"] + ["%g tokens" % L for L in lengths] + ["effective length"]
     rows = []
-    for g in groups:
+    for g in probe_groups(res, groups, task):
         entry = next((x for x in p["groups"] if x["group"] == g), None)
         if entry is None:
             continue

@@ -49,11 +49,19 @@ std::string experiment_item_key(const Experiment& e) {
   return e.group_keys.empty() ? "" : e.group_keys[0];
 }
 
+bool one_training_group(const Experiment& e) {
+  for (const auto& other : e.cells)
+    if (other.group != e.cells[0].group) return false;
+  return true;
+}
+
 std::string unit_group(const Experiment& e, const Cell& c, const EvalVariant* variant) {
-  if (!variant) return c.group;
-  bool one_group = true;
-  for (const auto& other : e.cells) one_group = one_group && other.group == e.cells[0].group;
-  return one_group ? variant->name : c.group + ", eval=" + variant->name;
+  return unit_group(e, c, variant ? variant->name : std::string());
+}
+
+std::string unit_group(const Experiment& e, const Cell& c, const std::string& variant) {
+  if (variant.empty()) return c.group;
+  return one_training_group(e) ? variant : c.group + ", eval=" + variant;
 }
 
 json aggregate_results(const Experiment& e, const std::string& out, const std::map<std::string, std::string>& failures) {
@@ -75,8 +83,13 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
   // block_size or over tasks differ, and no single cell speaks for the others.
   std::map<int, std::set<int64_t>> trained;
   const std::string item_key = experiment_item_key(e);
+  // With an eval grid over one trained group, the variant alone names a row ("linear"), and the header
+  // says so ("evaluation"): "kind, eval" above "none" read as the encoding NoPE.
   std::vector<std::string> group_keys = e.group_keys;
-  if (!e.eval_grid.empty()) group_keys.push_back("eval");
+  if (!e.eval_grid.empty()) {
+    if (one_training_group(e)) group_keys.clear();
+    group_keys.push_back("eval");
+  }
   // With an eval grid, each (cell, variant) is a unit of its own; otherwise each cell with its eval.json.
   std::vector<std::pair<const Cell*, const EvalVariant*>> units;
   for (const auto& c : e.cells) {

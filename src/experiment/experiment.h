@@ -80,6 +80,9 @@ std::string experiment_item_key(const Experiment& experiment);
 // The group of a cell's rows: its own, or with an eval grid the variant's ("rope, eval=yarn"; the variant's
 // name alone when the grid has one group).
 std::string unit_group(const Experiment& experiment, const Cell& cell, const EvalVariant* variant);
+std::string unit_group(const Experiment& experiment, const Cell& cell, const std::string& variant);
+// Whether every cell trains in one group (the grid varies only the seed, or keys of one value).
+bool one_training_group(const Experiment& experiment);
 // A grid value as cell names, groups and report rows spell it: a string as itself, anything else as JSON.
 std::string grid_value_text(const nlohmann::json& value);
 // Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).

@@ -27,6 +27,7 @@ struct LengthAcc {
 
 struct GroupAcc {
   std::string item;
+  std::vector<std::string> cells;  // the trained cells' directories, one probe file each
   std::vector<double> effective;
   std::map<int, LengthAcc> lengths;
 };
@@ -43,6 +44,8 @@ std::string probe_setting(const std::string& task, const json& p) {
     return "distance axis, " + p.value("pairs", json(0)).dump() + " pairs, " + p.value("gaps", std::string("power")) + " gaps";
   return std::to_string(p.value("digits", 0)) + "-digit keys, " + p.value("haystack", std::string()) + " filler, depths pooled";
 }
+
+constexpr const char* kProbedAsTrained = "as trained";
 
 // The rows a cell's probe stands beside, as (group, settings): the cell's own; with an eval grid, those of
 // the variants that evaluate the model with the RoPE scaling the probe decoded it with, the cell's own
@@ -66,6 +69,13 @@ std::vector<std::pair<std::string, json>> probe_units(const Experiment& e, const
     json settings = c.settings;
     settings["eval"] = v.name;
     units.push_back({unit_group(e, c, &v), settings});
+  }
+  // No variant evaluates with the scaling the probe decoded with (every variant scales, the model was
+  // trained without): the probe still stands, in the retrieval table under "as trained", beside no loss row.
+  if (units.empty()) {
+    json settings = c.settings;
+    settings["eval"] = kProbedAsTrained;
+    units.push_back({unit_group(e, c, std::string(kProbedAsTrained)), settings});
   }
   return units;
 }
@@ -123,6 +133,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         g.item = settings.contains(item_key) ? (settings[item_key].is_string() ? settings[item_key].get<std::string>()
                                                                               : settings[item_key].dump())
                                              : group;
+        g.cells.push_back("cells/" + c.name);
         g.effective.push_back(p["effective_length"].get<double>());
         std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
         for (const auto& r : p["results"]) {
@@ -159,7 +170,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
                            {"exact_low", la.n ? json(lo) : json(nullptr)}, {"exact_high", la.n ? json(hi) : json(nullptr)}});
       }
       json eff = summarize_values(g.effective);
-      gj.push_back({{"group", name}, {"item", g.item}, {"effective_lengths", g.effective},
+      gj.push_back({{"group", name}, {"item", g.item}, {"cells", g.cells}, {"effective_lengths", g.effective},
                     {"effective_length_mean", eff["mean"]}, {"effective_length_ci95", eff["ci95"]},
                     {"effective_length_min", *std::min_element(g.effective.begin(), g.effective.end())},
                     {"lengths", lengths}});

@@ -12,17 +12,46 @@
 namespace poslab {
 using nlohmann::json;
 
+namespace {
+// Regularized incomplete beta I_x(a, b) by its continued fraction (modified Lentz; Press et al.,
+// Numerical Recipes 6.4), using the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) where it converges slowly.
+double incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  if (x > (a + 1) / (a + b + 2)) return 1 - incomplete_beta(b, a, 1 - x);
+  const double log_front = std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x);
+  constexpr double kTiny = 1e-300;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  d = 1 / (std::fabs(d) < kTiny ? kTiny : d);
+  double f = d;
+  for (int m = 1; m <= 1000; ++m) {
+    for (int half = 0; half < 2; ++half) {  // the even then the odd term of the fraction
+      const double num = half == 0 ? m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+                                   : -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1));
+      d = 1 + num * d;
+      d = 1 / (std::fabs(d) < kTiny ? kTiny : d);
+      c = 1 + num / c;
+      if (std::fabs(c) < kTiny) c = kTiny;
+      f *= c * d;
+      if (half == 1 && std::fabs(c * d - 1) < 1e-15) return std::exp(log_front) * f / a;
+    }
+  }
+  return std::exp(log_front) * f / a;
+}
+}  // namespace
+
 double t95(int df) {
-  // Two-sided 95% quantiles of Student's t (the standard table).
-  static const double table[] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                                 2.201,  2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-                                 2.080,  2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  // The two-sided 95% quantile of Student's t: the t > 0 whose upper tail P(T > t) =
+  // I_{df/(df+t^2)}(df/2, 1/2) / 2 is 0.025, found by bisection (the tail falls as t grows).
   if (df < 1) return NAN;
-  if (df <= 30) return table[df - 1];
-  if (df <= 40) return 2.021;
-  if (df <= 60) return 2.000;
-  if (df <= 120) return 1.980;
-  return 1.960;
+  const double nu = df;
+  const auto upper_tail = [nu](double t) { return 0.5 * incomplete_beta(nu / 2, 0.5, nu / (nu + t * t)); };
+  double lo = 0, hi = 16;  // df = 1 gives 12.706, the largest
+  for (int i = 0; i < 200 && hi - lo > 1e-13; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (upper_tail(mid) > 0.025 ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
 }
 
 json summarize_values(const std::vector<double>& values) {

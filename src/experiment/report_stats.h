@@ -8,7 +8,8 @@
 
 namespace poslab {
 
-// Two-sided 95% Student t quantile for `df` degrees of freedom (df >= 1).
+// Two-sided 95% Student t quantile for `df` degrees of freedom (df >= 1), computed, not tabled:
+// 12.706 at df = 1, 4.303 at 2, 2.040 at 31, toward 1.960.
 double t95(int df);
 
 // Mean, sample standard deviation and 95% half-width of `values`; std and half-width are null

@@ -408,7 +408,35 @@ for r in rows:
     assert (r["passkey_exact_mean"] != "") == (r["group"] == "own"), r
 probe = json.load(open(os.path.join(out, "cells", "kind=rope", "probe-passkey.json")))
 assert probe["rope_scaling"]["kind"] == "yarn", probe["rope_scaling"]
+# One trained group: the variant alone names a row, and the header key is the evaluation, not "kind, eval".
+assert json.load(open(os.path.join(out, "results.json")))["group_keys"] == ["eval"]
 PY
+# Where every variant scales RoPE and the model was trained without, no row is evaluated as the probe decoded
+# it: the probe still stands, as the group "as trained", in results.json and the report's retrieval table.
+cat > egrid3.json <<JSON
+{"name": "eg3", "base": "text.json", "set": {"train.max_iters": 2, "eval.lengths": [64, 128], "eval.tokens": 256},
+ "grid": {"model.pos_encoding.kind": ["rope"], "seed": [1, 2]},
+ "eval_grid": {"lin": {"eval.rope_scaling": {"kind": "linear", "factor": 2}}, "yarn": {"eval.rope_scaling": {"kind": "yarn", "factor": 2}}},
+ "probes": {"passkey": {"lengths": [64, 128], "trials": 3, "depths": [0]}}}
+JSON
+"$POSLAB" compare -c egrid3.json --out egrid3 > egrid3.out 2>&1
+check "every variant scaled: the probe stands as trained, beside no row" /usr/bin/python3 - egrid3 <<'PY'
+import csv, json, os, sys
+out = sys.argv[1]
+res = json.load(open(os.path.join(out, "results.json")))
+groups = res["probes"]["passkey"]["groups"]
+assert [g["group"] for g in groups] == ["as trained"], groups
+assert sorted(groups[0]["cells"]) == ["cells/kind=rope_seed=1", "cells/kind=rope_seed=2"], groups[0]["cells"]
+assert len(groups[0]["effective_lengths"]) == 2, groups[0]
+for r in csv.DictReader(open(os.path.join(out, "results.csv"), newline="")):
+    assert r["group"] in ("lin", "yarn") and r["passkey_exact_mean"] == "", r
+PY
+check "...and the console's retrieval table shows it" grep -q "^as trained " egrid3.out
+if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
+  check "...and the report's retrieval table" grep -q "^| as trained | 0" egrid3/report.md
+  check "...and its heat map is drawn" test -s egrid3/retrieval_heatmaps.png
+  check "one trained group: the report's header is the evaluation" grep -q "^| evaluation | 64 tokens" egrid3/report.md
+fi
 
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
   check "the report shows retrieval beside loss" grep -q "Beside it: retrieval by length" cmp/report.html
