@@ -637,7 +637,10 @@ Config config_from_json(const json& j) {
   require(t.dist_bucket_mb > 0 && t.dist_bucket_mb <= 4096, "train.dist_bucket_mb", "in (0, 4096] MiB",
           t.dist_bucket_mb);
   one_of("train.precision", t.precision, {"auto", "fp32", "bf16"}, "precision");
-  require(t.threads >= 0, "train.threads", ">= 0 (0 = default)", t.threads);
+  // 1024 as OMP_NUM_THREADS is read: beyond, a typo (100000 started as many OpenMP workers, each with its
+  // stack, and the run hung the machine instead of training).
+  require(t.threads >= 0 && t.threads <= kMaxThreads, "train.threads", "0 (default) to " + std::to_string(kMaxThreads),
+          t.threads);
   require(t.batch_shards >= 0 && t.batch_shards <= t.batch_size, "train.batch_shards",
           "0 (auto), 1 (off) or up to train.batch_size", t.batch_shards);
   require(t.batch_shards <= 1 || c.model.dropout == 0, "train.batch_shards",

@@ -122,6 +122,9 @@ struct DataConfig {
   ProbesConfig probes;
 };
 
+// The most threads train.threads (and OMP_NUM_THREADS) may ask for.
+constexpr int kMaxThreads = 1024;
+
 struct TrainConfig {
   int max_iters = 2000;
   int batch_size = 32;

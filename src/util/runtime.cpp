@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <dlfcn.h>
+#include <spdlog/spdlog.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -65,7 +66,7 @@ int omp_num_threads_env() {
   if (text == nullptr) return 0;
   char* end = nullptr;
   const long n = std::strtol(text, &end, 10);  // "4,2" (a count per nesting level): the outer one
-  return end != text && (*end == '\0' || *end == ',') && n > 0 && n <= 4096 ? static_cast<int>(n) : 0;
+  return end != text && (*end == '\0' || *end == ',') && n > 0 && n <= kMaxThreads ? static_cast<int>(n) : 0;
 }
 
 int default_threads() {
@@ -121,6 +122,16 @@ Runtime make_runtime(const Config& config) {
   rt.threads_from = config.train.threads > 0     ? "train.threads"
                     : omp_num_threads_env() > 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS"))
                                                 : "";
+  // More threads than CPUs take turns at them, and spinning OpenMP workers wait for parked ones: several
+  // times slower, not faster (docs/benchmarks.md). Said once per process.
+  static bool warned = false;
+  if (rt.device.is_cpu() && rt.threads > cpu_count() && !warned) {
+    warned = true;
+    spdlog::warn("{}: {} threads on {} usable CPU{}: threads beyond the CPUs take turns at them and slow training "
+                 "down; {} or fewer is faster",
+                 rt.threads_from.empty() ? "threads" : rt.threads_from, rt.threads, cpu_count(),
+                 cpu_count() == 1 ? "" : "s", cpu_count());
+  }
   torch::set_num_threads(rt.threads);
   set_blas_threads(rt, /*shards_running=*/false);
   rt.batch_shards = resolve_batch_shards(config, rt);

@@ -41,6 +41,12 @@ taskset -c 0 "$POSLAB" train -c long.json --set train.max_iters=1 --out one > on
 check "taskset -c 0: the run takes 1 thread by default" grep -q " 1 thread (" one.log
 taskset -c 0,1 "$POSLAB" train -c long.json --set train.max_iters=1 --out two > two.log 2>&1
 check "taskset -c 0,1: 2 threads" grep -q " 2 threads (" two.log
+check "... and no warning about too many threads" bash -c '! grep -q "threads beyond the CPUs" two.log'
+# More threads than CPUs: the run goes on, warned once that they take turns at the CPU.
+taskset -c 0 "$POSLAB" train -c long.json --set train.max_iters=1 --set train.threads=2 --out over > over.log 2>&1
+check "train.threads above the CPUs is warned, naming the key and the count" \
+  grep -q "train.threads: 2 threads on 1 usable CPU: threads beyond the CPUs take turns" over.log
+check "... once" test "$(grep -c 'threads beyond the CPUs' over.log)" -eq 1
 
 # The default thread count honours OMP_NUM_THREADS (as PyTorch does; torchrun sets it to 1 per rank), while
 # compare's jobs still divide the CPUs.

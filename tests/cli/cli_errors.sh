@@ -152,6 +152,8 @@ expect_fail 2 "--rope-scaling applies to rotary kinds" -- "$POSLAB" pe --kind al
 expect_fail 2 "--factor must be >= 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling ntk --factor 0
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "eval_grid": {"x": {"model.n_layer": 2}}}\n' > evalgrid.json
 expect_fail 2 "eval_grid.x.model.n_layer: only eval.* keys can vary without retraining" -- "$POSLAB" compare -c evalgrid.json --out r3
+# A thread count far past any machine is a typo: refused before it starts that many workers (it hung the machine).
+expect_fail 2 "train.threads must be 0 (default) to 1024, got 100000" -- "$POSLAB" train -c ok.json --set train.threads=100000 --out r4
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "seeds": [1]}\n' > seeds.json
 expect_fail 2 "give seeds either" -- "$POSLAB" compare -c seeds.json --out r3
 printf '{"base": "ok.json", "grid": {"seed": [1]}, "jobs": 0}\n' > jobs0.json
