@@ -176,6 +176,9 @@ TEST(ConfigErrors, ImpossibleValues) {
   expect_error([&] { load_config(path, {"model.n_embd=66", "model.n_head=4"}); }, {"model.n_embd", "divisible by model.n_head"});
   expect_error([&] { load_config(path, {"model.pos_encoding.kind=rope", "model.n_embd=20", "model.n_head=4"}); },
                {"model.n_embd", "even", "rope"});
+  // Part of an odd head rotates (GPT-NeoX's rotary_pct): accepted.
+  EXPECT_NO_THROW(load_config(path, {"model.pos_encoding.kind=rope", "model.pos_encoding.rotary_fraction=0.5",
+                                     "model.n_embd=20", "model.n_head=4"}));
   expect_error([&] { load_config(path, {"model.n_layer=0"}); }, {"model.n_layer must be positive"});
   expect_error([&] { load_config(path, {"train.batch_size=-3"}); }, {"train.batch_size must be positive"});
   expect_error([&] { load_config(path, {"model.dropout=1.5"}); }, {"model.dropout"});

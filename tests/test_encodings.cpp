@@ -57,6 +57,25 @@ TEST(RotaryFraction, RotatesOnlyTheFirstPairs) {
     }
 }
 
+TEST(RotaryFraction, AnOddHeadRotatesAnEvenPartAndPassesTheRest) {
+  // Head 9 at fraction 0.5: floor(4.5) = 4 dims rotate (two pairs, theta_i = base^(-2i/4)), 5 pass through.
+  auto e = kind_config("rope");
+  e.rotary_fraction = 0.5;
+  auto rope = make(e, 18, 2);
+  auto q = torch::randn({1, 2, 7, 9}), k = torch::randn({1, 2, 7, 9});
+  auto [rq, rk] = rope->rotate(q, k, arange(7));
+  ASSERT_EQ(rq.sizes(), q.sizes());
+  EXPECT_TRUE(torch::equal(rq.slice(-1, 4), q.slice(-1, 4)));
+  EXPECT_TRUE(torch::equal(rk.slice(-1, 4), k.slice(-1, 4)));
+  for (int p : {1, 6})
+    for (int i = 0; i < 2; ++i) {
+      const double a = p * std::pow(10000.0, -2.0 * i / 4);
+      const double x0 = k[0][0][p][2 * i].item<double>(), x1 = k[0][0][p][2 * i + 1].item<double>();
+      EXPECT_NEAR(rk[0][0][p][2 * i].item<double>(), x0 * std::cos(a) - x1 * std::sin(a), 1e-5);
+      EXPECT_NEAR(rk[0][0][p][2 * i + 1].item<double>(), x0 * std::sin(a) + x1 * std::cos(a), 1e-5);
+    }
+}
+
 // ---- xPos ----
 
 TEST(Xpos, ZetaMatchesFormula) {

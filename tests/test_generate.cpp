@@ -10,9 +10,9 @@
 
 using namespace poslab;
 
-static GPT random_model(const std::string& kind, int block_size = 16, double rotary_fraction = 1.0) {
+static GPT random_model(const std::string& kind, int block_size = 16, double rotary_fraction = 1.0, int n_embd = 16) {
   ModelConfig m = poslab::testing::tiny(kind);
-  m.block_size = block_size, m.bias = true;
+  m.block_size = block_size, m.bias = true, m.n_embd = n_embd;
   m.pos_encoding.rotary_fraction = rotary_fraction;
   m.pos_encoding.scale_base = 4.0;  // xpos: a strong decay, so a wrong key scale shows in the logits
   torch::manual_seed(3);
@@ -40,11 +40,17 @@ static double compare_generation(GPT& model, int64_t tokens, GenerateStats* cach
   return worst;
 }
 
+static GPT variant_model(const std::string& kind) {
+  if (kind == "rope_half") return random_model("rope", 16, 0.5);
+  if (kind == "rope_odd") return random_model("rope", 16, 0.5, /*n_embd=*/18);
+  return random_model(kind);
+}
+
 class EveryKindCached : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryKindCached, GreedyTokensAndLogitsMatchFullForward) {
   const auto kind = GetParam();
-  auto model = kind == "rope_half" ? random_model("rope", 16, 0.5) : random_model(kind);
+  auto model = variant_model(kind);
   GenerateStats stats;
   const double worst = compare_generation(model, /*tokens=*/11, &stats);  // 5 + 11 = 16 = block_size
   std::cout << "[ kv cache ] " << kind << ": largest logit difference " << worst << "\n";
@@ -55,7 +61,7 @@ TEST_P(EveryKindCached, GreedyTokensAndLogitsMatchFullForward) {
 TEST_P(EveryKindCached, ChunkedPrefillMatchesFullForward) {
   // Several new queries at once against cached keys: the rectangular mask and bias rows.
   const auto kind = GetParam();
-  auto model = kind == "rope_half" ? random_model("rope", 16, 0.5) : random_model(kind);
+  auto model = variant_model(kind);
   torch::InferenceMode guard;
   auto idx = torch::randint(0, 11, {2, 14}, torch::kLong);  // (B, T)
   auto full = model->forward(idx);                           // (B, T, V)
@@ -71,6 +77,7 @@ TEST_P(EveryKindCached, ChunkedPrefillMatchesFullForward) {
 static std::vector<std::string> kinds_and_variants() {
   auto out = encoding_kinds();
   out.push_back("rope_half");  // rotary_fraction 0.5
+  out.push_back("rope_odd");   // rotary_fraction 0.5 of an odd head (9: 4 dims rotate)
   return out;
 }
 INSTANTIATE_TEST_SUITE_P(Kinds, EveryKindCached, ::testing::ValuesIn(kinds_and_variants()));

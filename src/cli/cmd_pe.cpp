@@ -1,6 +1,7 @@
 // poslab pe: print an encoding itself (additive table, rope angles, alibi slopes and bias, t5 buckets,
 // kerple/sandwich bias, fire's MLP input, xpos scales, randomized positions), or draw the pictures that
 // explain it (--plot: poslab computes the numbers, scripts/plots draws them).
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -74,12 +75,21 @@ static ConfigError as_flag_error(const ConfigError& e) {
       {"model.pos_encoding.bits", "--bits"}, {"model.n_embd", "--dim"}, {"model.n_head", "--heads"},
       {"model.block_size", "--positions"}, {"model.pos_encoding.plugin", "--plugin"}};
   std::string what = e.what();
-  auto replace_all = [&](const std::string& from, const std::string& to) {
-    for (auto at = what.find(from); at != std::string::npos; at = what.find(from, at + to.size())) what.replace(at, from.size(), to);
+  // A key is replaced whole: model.pos_encoding.scale is not the start of model.pos_encoding.scale_base.
+  auto replace_all = [&](const std::string& from, const std::string& to, bool whole) {
+    for (auto at = what.find(from); at != std::string::npos;) {
+      const char next = at + from.size() < what.size() ? what[at + from.size()] : ' ';
+      if (whole && (std::isalnum(static_cast<unsigned char>(next)) || next == '_')) {
+        at = what.find(from, at + from.size());
+        continue;
+      }
+      what.replace(at, from.size(), to);
+      at = what.find(from, at + to.size());
+    }
   };
-  replace_all("--set model.pos_encoding.", "--option ");  // what --option KEY=VALUE became
-  for (const auto& [key, flag] : flags) replace_all(key, flag);
-  replace_all("model.pos_encoding.", "--option ");  // the other keys of the section: only --option sets them
+  replace_all("--set model.pos_encoding.", "--option ", false);  // what --option KEY=VALUE became
+  for (const auto& [key, flag] : flags) replace_all(key, flag, true);
+  replace_all("model.pos_encoding.", "--option ", false);  // the other keys of the section: only --option sets them
   return ConfigError(what);
 }
 

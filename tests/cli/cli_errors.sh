@@ -109,6 +109,8 @@ expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POS
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --original-length 2
 expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling yarn --factor 1
 expect_fail 2 "--dim must be even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+# A key that starts with a flag's key (scale_base, scale) keeps its own name: --option, not "--scale_base".
+expect_fail 2 "poslab: error: --option scale_base must be large enough that xPos's scales stay finite over --positions = 100000 tokens" -- "$POSLAB" pe --kind xpos --positions 100000 --dim 8
 expect_fail 2 "--scale must be a finite number, got inf" -- "$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --scale inf
 expect_fail 2 "--base must be a finite number, got nan" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --base nan
 # A flag the kind does not read: the numbers printed as without it, and a warning on stderr naming what it reads.

@@ -189,10 +189,12 @@ static const EncodingRegistrar kRope{
        return std::make_shared<RotaryEncodingImpl>(head, o.encoding.base, rotary_dims(head, o.encoding.rotary_fraction));
      },
      [](const PositionalOptions& o) {
-       check_even_head(o);
        const double f = o.encoding.rotary_fraction;
        const int head = static_cast<int>(o.n_embd / o.n_head);
        require_option(f > 0 && f <= 1, "model.pos_encoding.rotary_fraction", "in (0, 1]", f);
+       // Rotating part of a head (GPT-NeoX) takes an even count of its dims (rotary_dims rounds down), so an
+       // odd head is fine there; rotating all of it needs an even head.
+       if (f == 1) check_even_head(o);
        require_option(rotary_dims(head, f) >= 2, "model.pos_encoding.rotary_fraction",
                       "large enough to rotate at least one pair of the " + std::to_string(head) + " head dims", f);
      },
