@@ -8,6 +8,7 @@ import math
 import os
 
 from plots import probes as probe_plots
+from plots.report_text import group_label
 from plots.style import MARKERS, finite, no_data, num, plt, save, train_line
 
 
@@ -155,7 +156,7 @@ def retrieval_table(res, groups, task="passkey"):
     """(header, rows) with each cell "exact [low, high]" and the effective length."""
     p = res["probes"][task]
     lengths = sorted({l["length"] for g in p["groups"] for l in g["lengths"]})
-    header = ["encoding"] + ["%g tokens" % L for L in lengths] + ["effective length"]
+    header = [group_label(res)] + ["%g tokens" % L for L in lengths] + ["effective length"]
     rows = []
     for g in probe_groups(res, groups, task):
         entry = next((x for x in p["groups"] if x["group"] == g), None)

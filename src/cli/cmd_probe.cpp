@@ -73,7 +73,7 @@ void add_probe(CLI::App& app) {
     if (depths_opt->count() > 0) o->probe.depths = parse_depths(o->depths);
     o->probe.controls = !o->no_controls;
     o->probe.rope_scaling = rope_scaling_from_flags(o->rope_scaling, "probe");
-    o->probe.strict_lengths = lengths_opt->count() > 0;  // lengths asked for must be probed; the run's own may be n/a
+    o->probe.strict_lengths = lengths_opt->count() > 0;  // a length asked for must fit the template
     const std::string json_path = o->run + "/probe-" + o->probe.task + ".json";
     const std::string png = o->run + "/probe-" + o->probe.task + ".png";
     const std::string script = o->no_plot ? "" : find_script("plots");

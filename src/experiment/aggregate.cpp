@@ -64,6 +64,13 @@ std::string unit_group(const Experiment& e, const Cell& c, const std::string& va
   return one_training_group(e) ? variant : c.group + ", eval=" + variant;
 }
 
+std::string group_label(const json& results) {
+  const std::vector<std::string> keys = results.value("group_keys", std::vector<std::string>{});
+  return keys == std::vector<std::string>{"model.pos_encoding.kind"} ? "encoding"
+         : keys == std::vector<std::string>{"eval"}                  ? "evaluation"
+                                                                     : "group";
+}
+
 json aggregate_results(const Experiment& e, const std::string& out, const std::map<std::string, std::string>& failures) {
   json cells = json::array();
   std::vector<std::string> groups;
@@ -258,10 +265,7 @@ std::string format_results_table(const json& results) {
     for (unsigned char ch : s) n += (ch & 0xC0) != 0x80;
     return n;
   };
-  const std::vector<std::string> keys = results.value("group_keys", std::vector<std::string>{});
-  const std::string label = keys == std::vector<std::string>{"model.pos_encoding.kind"} ? "encoding"
-                            : keys == std::vector<std::string>{"eval"}                  ? "evaluation"
-                                                                                        : "group";
+  const std::string label = group_label(results);
   int label_width = std::max(17, columns(label));
   for (const auto& g : groups) label_width = std::max(label_width, columns(g));
   auto padded = [&](const std::string& s) { return s + std::string(label_width + 1 - columns(s), ' '); };

@@ -95,6 +95,9 @@ nlohmann::json aggregate_results(const Experiment& experiment, const std::string
                                  const std::map<std::string, std::string>& failures = {});
 // The console table: one row per group, one column per length (exact match or loss), best marked.
 std::string format_results_table(const nlohmann::json& results);
+// What a row's group is, as the tables head their first column: "encoding", "evaluation" (an eval grid over
+// one trained group) or "group".
+std::string group_label(const nlohmann::json& results);
 // results.csv: one record per row of results.json, its fields in this order (RFC 4180, util/csv.h).
 inline const std::vector<std::string> kResultsCsvFields = {
     "group",          "item",           "scenario",         "length",          "tokens",

@@ -202,7 +202,19 @@ Experiment load_experiment(const std::string& path) {
       const Config typed = config_from_json(config);
       // What the cell's own `poslab train` would refuse on its data, where finding out is cheap: a task's
       // longest example against the block, a character corpus's passkey documents against the block.
-      if (typed.data.kind == "task" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) make_corpus(typed);
+      if (typed.data.kind == "task" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) {
+        const auto corpus = make_corpus(typed);
+        // A character vocabulary is the text's (and the passkey documents'): whether the probe can write its
+        // documents in it is known now, not once every cell trained.
+        if (typed.data.kind == "text" && e.probes.contains("passkey")) try {
+            check_passkey_vocabulary(corpus->tokenizer(), typed,
+                                     probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey"));
+          } catch (const ConfigError& err) {
+            std::string what = err.what();
+            if (what.rfind("--task passkey: ", 0) == 0) what = what.substr(16);
+            throw ConfigError("probes.passkey: " + what);
+          }
+      }
     } catch (const ConfigError& err) {
       throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
     }
@@ -237,6 +249,11 @@ Experiment load_experiment(const std::string& path) {
     if (e.probes.contains("passkey") && config["data"]["kind"] == "task")
       throw ConfigError(where + ": cell " + cell.name + ": probes.passkey needs a run trained on text (data.kind text or "
                         "tokens), not on data.task " + config["data"]["task"].get<std::string>());
+    // The text haystack needs a character-level text run: knowable now (it failed once every cell had trained).
+    if (e.probes.contains("passkey") &&
+        probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey").haystack == "text")
+      if (const std::string why = text_haystack_refusal(config_from_json(config)); !why.empty())
+        throw ConfigError(where + ": cell " + cell.name + ": probes.passkey.haystack text: " + why);
     cell.config = config;
     e.cells.push_back(cell);
     size_t k = keys.size();

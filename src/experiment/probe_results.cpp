@@ -327,7 +327,7 @@ std::string format_probe_results(const json& results) {
     char buf[128];
     out += task.key() + " retrieval: exact match by length (tokens; trained at " + p["train_length"].dump() + "; " +
            probe_setting(task.key(), p) + ", [95% Wilson interval over all trials])\n";
-    std::snprintf(buf, sizeof buf, "%-18s", "encoding");
+    std::snprintf(buf, sizeof buf, "%-18s", group_label(results).c_str());
     out += buf;
     for (int L : lengths) std::snprintf(buf, sizeof buf, " %17d", L), out += buf;
     out += "  effective length\n";

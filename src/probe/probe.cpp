@@ -132,7 +132,18 @@ std::string encoding_length_limit(GPT& model, int64_t L) {
   return "";
 }
 
-static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
+std::string text_haystack_refusal(const Config& c) {
+  if (c.data.kind != "text")
+    return "the run trains on data.kind " + (c.data.kind == "task" ? "task" : c.data.kind) +
+           ", and the text haystack cuts held-out text of a text run (data.kind text) at sentence boundaries; take the "
+           "noise haystack";
+  if (c.data.tokenizer.enabled())
+    return "a SentencePiece run takes the noise haystack (the text haystack cuts held-out text at sentence "
+           "boundaries, which are characters)";
+  return "";
+}
+
+void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const ProbeOptions& o) {
   const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
   const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
                                       c.model.block_size, digits);
@@ -140,7 +151,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     // Pieces: each part of the document is encoded on its own and the key one piece per digit.
     if (o.haystack == "text")
       throw ConfigError("--haystack text: a SentencePiece run takes the noise haystack (the text haystack cuts held-out "
-                        "text at sentence boundaries, which are characters)");
+                        "text at sentence boundaries, which are characters; --haystack noise)");
     try {
       encode_key(tok, "0123456789");
     } catch (const ConfigError& e) {
@@ -165,10 +176,17 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
                            : std::string(" (the run trained without passkey documents, which add the template's "
                                          "characters to a vocabulary: train with data.probes.passkey, as the main job does)")));
   }
+}
+
+static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
+  check_passkey_vocabulary(tok, c, o);
+  const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
+  const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
+                                      c.model.block_size, digits);
   Haystack text;
   if (o.haystack == "text") {
-    if (c.data.kind != "text")
-      throw ConfigError("--haystack text: the run trained on data.kind " + c.data.kind + ", which has no held-out text");
+    if (const std::string why = text_haystack_refusal(c); !why.empty())
+      throw ConfigError("--haystack text: " + why + " (--haystack noise)");
     auto corpus = make_corpus(c, tok);
     const auto& val_corpus = static_cast<const TextCorpus&>(*corpus);
     const int64_t n = val_corpus.split_tokens(Split::Val);
@@ -184,11 +202,15 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
     if (std::find(depths.begin(), depths.end(), 1.0) == depths.end()) rows.push_back({1.0, "adjacent"});
     rows.push_back({NAN, "no_needle"});
   }
-  // Why a length cannot be probed ("" when it can): refused before any work when strict, else an n/a row.
+  // Why a length cannot be probed ("" when it can): an n/a row. A length too short for the template is a
+  // choice of the probe's settings, not a property of the model: refused before any work when strict.
+  const auto too_short = [&](int L) -> std::string {
+    if (L + 1 - fixed >= 1) return "";
+    return "the " + tmpl.name + " template with " + std::to_string(digits) + "-digit keys needs more than " +
+           std::to_string(fixed - 1) + " tokens";
+  };
   auto why_not = [&](int L) -> std::string {
-    if (L + 1 - fixed < 1)
-      return "the " + tmpl.name + " template with " + std::to_string(digits) + "-digit keys needs more than " +
-             std::to_string(fixed - 1) + " tokens";
+    if (const std::string why = too_short(L); !why.empty()) return why;
     if (const std::string limit = encoding_length_limit(model, L); !limit.empty()) return limit;
     if (o.haystack == "text" && static_cast<int64_t>(text.ids.size()) < L + 1)
       return "the held-out text has " + std::to_string(text.ids.size()) + " tokens";
@@ -196,7 +218,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
   };
   if (o.strict_lengths)
     for (int L : o.lengths)
-      if (const std::string why = why_not(L); !why.empty())
+      if (const std::string why = too_short(L); !why.empty())
         throw ConfigError("--lengths: " + std::to_string(L) + " tokens cannot be probed: " + why);
   json results = json::array();
   const auto t0 = std::chrono::steady_clock::now();

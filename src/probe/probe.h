@@ -33,9 +33,10 @@ struct ProbeOptions {
   std::string template_name;   // "": the run's data.probes.passkey.template
   bool quiet = false;          // no per-length progress lines
   int threads = 0;             // 0: the run's train.threads (compare gives the whole machine to a probe)
-  // true (poslab probe --lengths): a length the model or template cannot take is refused before any work
+  // true (poslab probe --lengths): a length too short for the template is refused before any work
   // (ConfigError naming --lengths); false (the run's own lengths, or compare, where one grid serves every
-  // encoding): it is reported n/a.
+  // encoding): it is reported n/a. A length the encoding cannot take (past a learned table) is n/a either
+  // way, as eval reports it.
   bool strict_lengths = false;
   // RoPE scaling for this probe (poslab probe --rope-scaling); unset: the run's eval.rope_scaling, as eval.
   std::optional<RopeScalingConfig> rope_scaling;
@@ -60,6 +61,15 @@ struct KeyScores {
 // docs: (N, L+1) token ids with the answer in the last `digits` columns.
 // allow_cache false: always recompute (the tests' reference for the cached path).
 KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& runtime, bool allow_cache = true);
+
+// Why a run of config `c` cannot take the passkey's text haystack ("" when it can): it cuts held-out text of a
+// character-level text run at sentence boundaries. Checked by probe and, before any cell trains, by compare.
+std::string text_haystack_refusal(const Config& c);
+
+// Refuses (ConfigError, "--task passkey: ...") a vocabulary that cannot write the probe's documents: the ten
+// digits, the template's words, the noise filler. Checked by probe and, for character runs, by compare before
+// any cell trains.
+void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const ProbeOptions& o);
 
 // Why the model's encoding cannot take L tokens ("" when it can): a table's size, or any other limit of the
 // kind (check_length: xPos's scales past ~128 scale_base tokens). Both probes mark such a length n/a.

@@ -3,6 +3,7 @@
 #include "train/init_from.h"
 
 #include <nlohmann/json.hpp>
+#include <map>
 #include <sstream>
 
 #include "train/run_dir.h"
@@ -23,7 +24,14 @@ InitSource read_init_source(const std::string& dir, Config& c) {
   } catch (const ConfigError& e) {
     throw ConfigError(flag + paths.config() + ": " + e.what());
   }
-  InitSource s{dir, source, paths.read_vocab()};
+  InitSource s{dir, source, paths.read_vocab(), nullptr};
+  if (file_exists(paths.summary())) {
+    try {
+      s.summary = read_json_file(paths.summary());
+    } catch (const ConfigError&) {
+      // A damaged summary says nothing about the weights, which the checkpoint holds: recorded as unknown.
+    }
+  }
   const auto &from = s.config.model, &to = c.model;
   auto same = [&](const char* key, const auto& there, const auto& here) {
     if (there == here) return;
@@ -39,6 +47,44 @@ InitSource read_init_source(const std::string& dir, Config& c) {
   auto& rs = c.model.pos_encoding.rope_scaling;
   if (rs.kind != "none" && rs.original_length == 0) rs.original_length = from.block_size;
   return s;
+}
+
+namespace {
+// Leaves of a JSON object as dotted keys ("pos_encoding.rope_scaling.kind"); arrays are leaves.
+void flatten(const nlohmann::json& j, const std::string& at, std::map<std::string, nlohmann::json>& out) {
+  if (!j.is_object()) {
+    out[at] = j;
+    return;
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) flatten(it.value(), at + "." + it.key(), out);
+}
+}  // namespace
+
+nlohmann::json init_source_record(const InitSource& s, const Config& c) {
+  const auto& sum = s.summary;
+  const auto field = [&](const char* k) { return sum.is_object() && sum.contains(k) ? sum[k] : nlohmann::json(nullptr); };
+  std::map<std::string, nlohmann::json> there, here;
+  flatten(config_to_json(s.config)["model"], "model", there);
+  flatten(config_to_json(c)["model"], "model", here);
+  nlohmann::json changed = nlohmann::json::object();
+  for (const auto& [key, value] : here) {
+    if (key == "model.block_size") continue;  // recorded on its own
+    const auto it = there.find(key);
+    const nlohmann::json was = it == there.end() ? nlohmann::json(nullptr) : it->second;
+    if (was != value) changed[key] = {{"there", was}, {"here", value}};
+  }
+  return {{"run", absolute_path(s.dir)}, {"block_size", s.config.model.block_size},
+          {"status", field("status").is_string() ? field("status") : nlohmann::json("unknown")},
+          {"step", field("step")}, {"max_iters", s.config.train.max_iters}, {"changed", changed}};
+}
+
+std::string describe_init_source(const nlohmann::json& r) {
+  std::string text = r["run"].get<std::string>() + " (block_size " + r["block_size"].dump();
+  if (r["step"].is_number()) text += ", step " + r["step"].dump() + " of " + r["max_iters"].dump();
+  if (r["status"] != "done") text += ", status " + r["status"].get<std::string>();
+  for (auto it = r["changed"].begin(); it != r["changed"].end(); ++it)
+    text += "; " + it.key() + " " + it.value()["here"].dump() + " here, " + it.value()["there"].dump() + " there";
+  return text + ")";
 }
 
 void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tokenizer, const PosEncodingConfig& target_pe) {

@@ -387,9 +387,14 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
     write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
     if (source) {
       // The source by its absolute path: a resume before the first checkpoint reads it again, from anywhere.
-      write_file_atomic(paths.init_from(),
-                        json{{"run", absolute_path(init_from)}, {"block_size", source->config.model.block_size}}.dump(2) + "\n");
-      spdlog::info("initialised from {} (block_size {})", init_from, source->config.model.block_size);
+      const json record = init_source_record(*source, s.config);
+      write_file_atomic(paths.init_from(), record.dump(2) + "\n");
+      spdlog::info("initialised from {}", describe_init_source(record));
+      // A source that stopped early (interrupted, failed) gave the weights of its last checkpoint: say so.
+      if (record["status"] != "done")
+        spdlog::warn("--init-from {}: that run did not finish (status {}{}): its weights are those of its last "
+                     "checkpoint", init_from, record["status"].get<std::string>(),
+                     record["step"].is_number() ? ", step " + record["step"].dump() + " of " + record["max_iters"].dump() : "");
     }
   }
   return run_session(s, dir, stop_at);

@@ -237,6 +237,18 @@ check "--init-from with the same shapes trains and records its source, by its ab
 import json, os
 r = json.load(open("r5/init_from.json"))["run"]
 assert os.path.isabs(r) and os.path.samefile(r, "run"), r'
+# A source stopped early, and a model option set otherwise: both in init_from.json and the log, with a warning.
+"$POSLAB" train -c ok.json --set $PE.kind=rope --stop-at 1 --out rstop > /dev/null 2>&1
+"$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.base=500 --init-from rstop --out rfine > rfine.log 2>&1
+check "--init-from records the source's status, step and the model keys set otherwise" /usr/bin/python3 -c '
+import json
+r = json.load(open("rfine/init_from.json"))
+assert (r["status"], r["step"], r["max_iters"], r["block_size"]) == ("interrupted", 1, 3, 40), r
+assert r["changed"] == {"model.pos_encoding.base": {"there": 10000.0, "here": 500.0}}, r["changed"]
+r5 = json.load(open("r5/init_from.json"))
+assert r5["status"] == "done" and r5["changed"] == {}, r5'
+check "...and says the source did not finish" grep -q "that run did not finish (status interrupted, step 1 of 3): its weights are those of its last checkpoint" rfine.log
+check "...and which key it set otherwise" grep -q "model.pos_encoding.base 500.0 here, 10000.0 there" rfine.log
 # A restarted launch of a fine-tune (--resume-if-exists) whose scaling stretches from the source's length,
 # left at 0 in the config: resumed, not refused for the original_length the run filled in.
 "$POSLAB" train -c ok.json --set $PE.kind=rope --out rrope > /dev/null 2>&1

@@ -91,10 +91,17 @@ assert a == b'
 # A learned table cannot place position 64 of a 128-token document: n/a, not a crash.
 sed 's/"alibi"/"learned"/' text.json > learned.json
 "$POSLAB" train -c learned.json --out lrun >/dev/null 2>&1
-expect_fail 2 "--lengths: 128 tokens cannot be probed: the encoding represents 64 positions" -- \
-  "$POSLAB" probe --run lrun --lengths 64,128 --no-plot
+# Asked for by --lengths too: n/a as eval reports it (it was refused, so the README's probe over 64-512 failed
+# on the main job's learned cell).
+"$POSLAB" probe --run lrun --lengths 64,128 --trials 3 --no-plot > lrun.out 2>&1
+check "probe --lengths past a learned table: 128 is n/a, 64 probed (exit 0)" /usr/bin/python3 -c '
+import json
+rows = json.load(open("lrun/probe-passkey.json"))["results"]
+assert {r["status"] for r in rows if r["length"] == 128} == {"n/a: the encoding represents 64 positions"}, rows
+assert {r["status"] for r in rows if r["length"] == 64} == {"ok"}, rows'
+rm lrun/probe-passkey.json
 expect_fail 2 "--lengths: 40 tokens cannot be probed: the compact template with 2-digit keys needs more than 46 tokens" -- \
-  "$POSLAB" probe --run run --lengths 40 --no-plot
+  "$POSLAB" probe --run lrun --lengths 40,64 --no-plot
 check "a refused --lengths writes no probe file" test ! -e lrun/probe-passkey.json
 # eval.key_short is checked against the lengths evaluated (--lengths), not the run's own eval.lengths ([64]).
 "$POSLAB" eval --run run --lengths 64,128 --tokens 200 --set eval.key_short=100 --tag ks > ks.log 2>&1
@@ -330,6 +337,16 @@ assert "effective length of at least 1x: alibi 1 of 2)" in w, w
 assert "rope 0 of" not in w and "rope 1 of" not in w, w
 PY
 
+# A character vocabulary that cannot write the probe's documents (no '?', trained without passkey documents):
+# compare refuses before any cell trains (it trained every cell, then every probe failed).
+tr -d '?' < "$ROOT/data/text/licenses.txt" > noq.txt
+cat > noq.json <<JSON
+{"name": "noq", "base": "text.json", "set": {"data.path": "noq.txt", "data.probes.passkey.fraction": 0},
+ "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"lengths": [64], "trials": 2}}}
+JSON
+expect_fail 2 "cell kind=rope: probes.passkey: the run's vocabulary cannot write the compact template" -- "$POSLAB" compare -c noq.json --out noq
+check "... before any cell trained" test ! -e noq
+
 # With an eval grid, each trained cell's probe stands beside the rows of the variants that evaluate it as the
 # probe decoded it (no RoPE scaling of their own), not beside a scaled variant's, and the report finds it; the
 # retrieval table and ranking show each probe once, though two variants (none, stride) stand beside it.
@@ -431,11 +448,13 @@ assert len(groups[0]["effective_lengths"]) == 2, groups[0]
 for r in csv.DictReader(open(os.path.join(out, "results.csv"), newline="")):
     assert r["group"] in ("lin", "yarn") and r["passkey_exact_mean"] == "", r
 PY
-check "...and the console's retrieval table shows it" grep -q "^as trained " egrid3.out
+check "...and the console's retrieval table shows it, headed as the loss table" \
+  bash -c 'grep -q "^as trained " egrid3.out && test "$(grep -c "^evaluation " egrid3.out)" -eq 2'
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then
   check "...and the report's retrieval table" grep -q "^| as trained | 0" egrid3/report.md
   check "...and its heat map is drawn" test -s egrid3/retrieval_heatmaps.png
   check "one trained group: the report's header is the evaluation" grep -q "^| evaluation | 64 tokens" egrid3/report.md
+  check "...in the retrieval table too" grep -q "^| evaluation | 64 tokens | 128 tokens | effective length |" egrid3/report.md
 fi
 
 if /usr/bin/python3 -c 'import matplotlib, numpy' 2>/dev/null; then

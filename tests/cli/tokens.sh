@@ -361,4 +361,17 @@ for sig in INT TERM; do
   check "tokenize: SIG$sig says nothing was written" grep -q "interrupted (SIG$sig); nothing written to tk-$sig" tk-$sig.log
 done
 rm -f big.txt
+
+# A passkey probe with the text haystack on token files or SentencePiece text: refused before any cell trains
+# (it failed once every cell had trained), naming the key and the way out.
+for data in '"kind": "tokens", "dir": "bpe"' "\"kind\": \"text\", \"path\": \"$TEXT\", \"tokenizer\": {\"model\": \"bpe/tokenizer.model\"}"; do
+  echo '{}' > hsbase.json
+  printf '{"name": "hs", "base": "hsbase.json", "set": {"data": {%s}, "model.n_layer": 1, "model.n_embd": 16, "model.n_head": 2, "model.block_size": 32,
+   "train.max_iters": 1}, "grid": {"model.pos_encoding.kind": ["rope"]},
+   "probes": {"passkey": {"lengths": [32], "trials": 2, "haystack": "text"}}}\n' "$data" > hs.json
+  want="probes.passkey.haystack text: the run trains on data.kind tokens"
+  case $data in *tokenizer*) want="probes.passkey.haystack text: a SentencePiece run takes the noise haystack";; esac
+  expect_fail 2 "$want" -- "$POSLAB" compare -c hs.json --out hs
+  check "... before any cell trained" test ! -e hs
+done
 finish
