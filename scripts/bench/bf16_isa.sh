@@ -79,7 +79,9 @@ for r in rows:
     r["vs_fp32_median"] = statistics.median(r["vs_fp32_per_repeat"])
 json.dump({"cpu": cpu, "repeats": repeats, "rows": rows}, open(f"{out}/summary.json", "w"), indent=1)
 if cpu:
-    print(f"\nCPU: {cpu.get('model_name', cpu)}")
+    sys.path.insert(0, "scripts/bench")
+    from cpu import describe
+    print("\n" + describe(cpu))
 print(f"{'setting':17s} {'matmul kernel':32s} {'tok/s':>8s} {'vs fp32':>8s}  per repeat")
 for r in rows:
     kernel = next(iter(r["matmul_kernels"]), "?") if r["precision"] == "bf16" else "OpenBLAS " + str(r["openblas_core"])

@@ -20,8 +20,12 @@ OUT=${4:-runs/bench}
 REPEATS=${REPEATS:-3}
 WARMUP=${WARMUP:-10}
 POSLAB=${POSLAB:-build/poslab}
-PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+source scripts/bench/lib.sh
+PY=$BENCH_PY
+bench_positive compare.sh STEPS "$STEPS"; bench_positive compare.sh THREADS "$THREADS"; bench_positive compare.sh REPEATS "$REPEATS"
+bench_fresh_out compare.sh "$OUT"
 echo "== $CONFIG, $WARMUP warm-up + $STEPS timed steps, $(nproc) cores, $REPEATS repeats, $(date -u +%F)"
+bench_cpu_line
 for r in $(seq 1 "$REPEATS"); do
   d="$OUT/r$r"
   mkdir -p "$d"
@@ -56,7 +60,7 @@ print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':
 table = {}
 for k in names:
     xs = [r[k] for r in runs]
-    row = {"precision": xs[0]["precision"], "threads": xs[0]["threads"], "batch_shards": xs[0].get("batch_shards", 1),
+    row = {"precision": xs[0]["precision"], "threads": xs[0]["threads"], "batch_shards": xs[0].get("batch_shards", "–"),
            "train_tokens_per_s": med([tok(x) for x in xs]), "ms_per_step_median": med([x["ms_per_step_median"] for x in xs]),
            "ms_per_step_p90": med([x["ms_per_step_p90"] for x in xs]), "peak_rss_mb": med([x["peak_rss_mb"] for x in xs]),
            "val_loss": med([x["val_loss"] for x in xs])}

@@ -26,7 +26,11 @@ export PYTHONWARNINGS=ignore
   || { echo "compile_baseline: $TORCH_PY has no torch.compile (PyTorch 2.x needed)" >&2; exit 2; }
 [ -x "$POSLAB" ] || { echo "compile_baseline: no poslab binary at $POSLAB" >&2; exit 2; }
 [ -z "$POSLAB2" ] || [ -x "$POSLAB2" ] || { echo "compile_baseline: POSLAB2=$POSLAB2 is not an executable" >&2; exit 2; }
+source scripts/bench/lib.sh
+bench_positive compile_baseline.sh STEPS "$STEPS"; bench_positive compile_baseline.sh REPEATS "$REPEATS"
+bench_fresh_out compile_baseline.sh "$OUT"
 echo "== $CONFIG, $WARMUP warm-up + $STEPS timed steps, $(nproc) cores, $REPEATS repeats, load $(cut -d' ' -f1-3 /proc/loadavg), $(date -u +%F)"
+bench_cpu_line
 # nanoGPT's environment: OMP_WAIT_POLICY as the user has it (unset here), PyTorch's default threads.
 twin() { env -u OMP_WAIT_POLICY "$TORCH_PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 "$@" > /dev/null; }
 for r in $(seq 1 "$REPEATS"); do
@@ -61,7 +65,8 @@ for k in names:
     table[k] = row
     print(f"{k:20} {str(version):>14} {row['precision']:>9} {row['threads']:>7} {row['train_tokens_per_s']:12.0f} "
           f"{row['ms_per_step_median']:11.1f} {'-' if row['val_loss'] is None else format(row['val_loss'], '9.4f'):>9}")
-summary = {"repeats": repeats, "runs": table, "ratios": {}}
+cpu = runs[0][names[0]].get("cpu", {})  # poslab bench's record, as compare.sh's summary has it
+summary = {"repeats": repeats, "cpu": cpu, "blas_core": runs[0][names[0]].get("blas_core"), "runs": table, "ratios": {}}
 for p in [n for n in names if n.startswith("poslab")]:
     for t in [n for n in names if n.startswith("twin")]:
         per = [tok(r[p]) / tok(r[t]) for r in runs]

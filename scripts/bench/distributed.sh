@@ -13,14 +13,19 @@ STEPS=${2:-60}
 OUT=${3:-runs/bench-dist}
 REPEATS=${REPEATS:-3}
 POSLAB=${POSLAB:-build/poslab}
-PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+source scripts/bench/lib.sh
+PY=$BENCH_PY
+bench_positive distributed.sh STEPS "$STEPS"; bench_positive distributed.sh REPEATS "$REPEATS"
+# Tokens/s is read from the log windows after the first (train.log_interval 10): two at least.
+[ "$STEPS" -ge 30 ] || { echo "distributed.sh: STEPS must be at least 30 (tokens/s is the median of the 10-step log windows after the first), got $STEPS" >&2; exit 2; }
 CORES=$(nproc)
 HALF=$(( CORES / 2 > 0 ? CORES / 2 : 1 ))
 free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # Validation only at the first and last step (one batch), so the timed windows hold training alone.
 SETS=(--set train.max_iters="$STEPS" --set train.log_interval=10 --set train.eval_interval=100000 --set train.eval_iters=1)
 echo "== $CONFIG, $STEPS steps, $CORES cores, $REPEATS repeats, $(date -u +%F), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-rm -rf "$OUT"
+bench_cpu_line
+bench_fresh_out distributed.sh "$OUT"
 for r in $(seq 1 "$REPEATS"); do
   "$POSLAB" train -c "$CONFIG" "${SETS[@]}" --set train.threads="$CORES" --out "$OUT/r$r-one" > /dev/null 2>&1
   port=$(free_port)

@@ -13,7 +13,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 LENGTHS=${1:-16384}
 OUT=${2:-runs/bench-long-eval}
-shift 2 || true
+shift $(( $# < 2 ? $# : 2 ))  # `shift 2` with one argument shifts nothing: the length became a binary
 BINARIES=("$@")
 ((${#BINARIES[@]})) || BINARIES=(build/poslab)
 read -r LAYERS HEADS WIDTH <<< "${MODEL:-1 4 32}"
@@ -22,7 +22,9 @@ STEPS=${STEPS:-50}
 REPEATS=${REPEATS:-1}
 run="$OUT/run-${KIND}-${LAYERS}x${WIDTH}"
 mkdir -p "$OUT"
+source scripts/bench/lib.sh
 echo "== long-context eval: $KIND, $LAYERS layers, $HEADS heads, $WIDTH wide; lengths $LENGTHS; $(nproc) cores; load $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_cpu_line
 if [ ! -f "$run/model.pt" ]; then
   # 40% of the text held out, so that one window of 65,536 tokens fits in the validation split.
   "${BINARIES[-1]}" train --config configs/base.json --out "$run" \

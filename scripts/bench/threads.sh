@@ -7,10 +7,13 @@ cd "$(dirname "$0")/../.."
 CONFIG=${1:-configs/bench/nanogpt-cpu.json}
 STEPS=${2:-60}
 POSLAB=${POSLAB:-build/poslab}
-PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+source scripts/bench/lib.sh
+PY=$BENCH_PY
+bench_positive threads.sh STEPS "$STEPS"
 n=$(nproc)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+bench_cpu_line
 printf '%-9s %-8s %7s %6s %12s %10s %11s\n' precision policy threads shards "train tok/s" "ms p50" "eval tok/s"
 for precision in fp32 bf16; do
   for policy in PASSIVE ACTIVE; do

@@ -27,7 +27,8 @@ write("small/train.bin", 5_000_000)        # 10 MB
 write("large/train.bin", 500_000_000)      # 1 GB
 write("small/val.bin", 1_000_000); write("large/val.bin", 1_000_000)
 PY
-grep -m1 "model name" /proc/cpuinfo
+source scripts/bench/lib.sh
+bench_cpu_line
 for size in small large; do
   rm -f "$OUT/$size"/*.poslab-scan.json
   for pass in first cached; do

@@ -20,8 +20,8 @@ own Rng(seed ^ 0x5EEDFACE). With fp32, W+N = train.max_iters and train.log_inter
 losses (--losses) equal those in poslab's metrics.jsonl: same data, init, and LibTorch kernels.
 
 Threads: --threads T > 0 calls torch.set_num_threads(T); 0 leaves PyTorch's default (poslab's 0
-means "all cores" instead). The JSON reports the thread count actually used. poslab's CLI runs
-with OMP_WAIT_POLICY=PASSIVE unless it is set; this script leaves the environment as it is
+means "all cores" instead). The JSON reports the thread count actually used. poslab's training
+commands run with OMP_WAIT_POLICY=ACTIVE unless it is set; this script leaves the environment as it is
 (nanoGPT's default) and reports it: run `OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 ...` to match.
 """
 import argparse
@@ -41,6 +41,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 import poslab_data  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cpu import cpu_info  # noqa: E402
 from poslab_ref import GPT  # noqa: E402
 
 
@@ -129,6 +131,10 @@ def main():
     steps = warmup + args.steps  # in all
     if args.steps < 1 or warmup < 0:
         ap.error("--steps must be positive and --warmup >= 0")
+    if args.json:  # before the training, not after it
+        parent = os.path.dirname(os.path.abspath(args.json))
+        if os.path.isdir(args.json) or not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            ap.error("--json %s: cannot be written (a directory, or its directory is missing or read-only)" % args.json)
 
     threads = args.threads if args.threads is not None else t["threads"]
     if threads > 0:
@@ -214,13 +220,16 @@ def main():
         "batch_size": t["batch_size"],
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "cpu": cpu_info(),  # as poslab bench records it
     }
     if args.losses:
         result["train_losses"] = losses
-    if args.json:
-        with open(args.json, "w") as f:
+    if args.json:  # whole or not at all: a temp file renamed over it
+        tmp = "%s.tmp.%d" % (args.json, os.getpid())
+        with open(tmp, "w") as f:
             json.dump(result, f, indent=2)
             f.write("\n")
+        os.replace(tmp, args.json)
     print(f"twin{' (compiled)' if args.compile else ''} {result['kind']} {precision} x{result['threads']}: {result['tokens_per_s']:.0f} tok/s, "
           f"{result['ms_per_step_median']:.2f} ms/step median (p90 {result['ms_per_step_p90']:.2f}), "
           f"peak RSS {result['peak_rss_mb']:.0f} MB, train {first_loss:.4f} -> {last_loss:.4f}, "

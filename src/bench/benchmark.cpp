@@ -3,6 +3,7 @@
 // generation with and without the KV cache.
 #include "bench/benchmark.h"
 
+#include <cmath>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -113,7 +114,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
   int64_t tokens = 0;
   double train_s = 0;
   model->train();
-  for (int i = 0; i < o.warmup + o.steps; ++i) {
+  for (int64_t i = 0; i < static_cast<int64_t>(o.warmup) + o.steps; ++i) {
     auto batch = corpus->batch(Split::Train, c.train.batch_size, rng);
     const auto start = Clock::now();
     train_step(model, *optimizer, batch, learning_rate_at(c.train, i), c.train.grad_clip, rt);
@@ -140,6 +141,14 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
   // The final validation loss on the trainer's fixed batches: a speed-up that costs accuracy shows here.
   LocalProcess one;
   const double val_loss = estimate_val_loss(model, *corpus, c, rt, one);
+  // A run that diverged measured nothing a user would train: no figures (the trainer fails such a run too).
+  if (!std::isfinite(val_loss)) {
+    char lr[32];
+    std::snprintf(lr, sizeof lr, "%g", c.train.learning_rate);
+    throw std::runtime_error("bench: the validation loss is " + std::string(std::isnan(val_loss) ? "nan" : "inf") +
+                             " after " + std::to_string(static_cast<int64_t>(o.warmup) + o.steps) +
+                             " steps: training diverged (train.learning_rate " + lr + "), so no figures are reported");
+  }
   const double peak = matmul_gflops(rt);
   const char* omp_wait_policy = std::getenv("OMP_WAIT_POLICY");
   const double tok_s = tokens / train_s;
@@ -175,6 +184,20 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"mfu", achieved / peak}};
 }
 
+std::string cpu_line(const json& r) {
+  if (!r.contains("cpu")) return "";
+  const auto& cpu = r["cpu"];
+  std::string flags;
+  for (const auto& f : cpu.value("flags", json::array())) {
+    const auto name = f.get<std::string>();
+    if (name == "avx512f" || name.find("bf16") != std::string::npos || name.rfind("amx", 0) == 0)
+      flags += (flags.empty() ? "" : " ") + name;
+  }
+  return "  cpu    " + cpu.value("model_name", std::string("unknown")) + " (" + cpu.value("vendor", std::string("unknown")) +
+         " family " + cpu.value("family", std::string("?")) + " model " + cpu.value("model", std::string("?")) + ", " +
+         std::to_string(cpu.value("cores", 0)) + " usable cores; " + (flags.empty() ? "no AVX-512" : flags) + ")\n";
+}
+
 std::string format_benchmark(const json& r) {
   std::ostringstream out;
   char buf[1024];
@@ -190,7 +213,7 @@ std::string format_benchmark(const json& r) {
                 r["ms_per_step_p90"].get<double>(), r["eval_tokens_per_s"].get<double>(), r["val_loss"].get<double>(),
                 r["steps"].get<int>() + r["warmup"].get<int>(), r["peak_rss_mb"].get<double>(),
                 r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());
-  out << buf;
+  out << buf << cpu_line(r);
   // The fp32 kernels: OpenBLAS's choice by CPU model, or OPENBLAS_CORETYPE's.
   if (r.contains("blas_core") && !r["blas_core"].get<std::string>().empty())
     out << "  blas   OpenBLAS " << r["blas_core"].get<std::string>() << " kernels (fp32 matmuls)\n";
@@ -239,14 +262,17 @@ std::string format_generation_benchmark(const json& r) {
   std::snprintf(buf, sizeof buf,
                 "poslab bench --generate: %s, %d threads, %s, %lld tokens after a %lld-token prompt (block_size %d)\n"
                 "  kv cache   %10.1f tok/s   (%lld steps from the cache, %lld by recompute where the encoding allows none)\n"
-                "  recompute  %10.1f tok/s   -> cache speed-up %.1fx, same tokens: %s\n",
+                "  recompute  %10.1f tok/s   -> cache speed-up %.2fx, same tokens: %s\n",
                 r["device"].get<std::string>().c_str(), r["threads"].get<int>(),
                 r["config"]["pos_encoding"].get<std::string>().c_str(), static_cast<long long>(r["tokens"].get<int64_t>()),
                 static_cast<long long>(r["prompt_tokens"].get<int64_t>()), r["config"]["block_size"].get<int>(),
                 a["tokens_per_s"].get<double>(), static_cast<long long>(a["cached_steps"].get<int64_t>()),
                 static_cast<long long>(a["recompute_steps"].get<int64_t>()), b["tokens_per_s"].get<double>(),
                 a["tokens_per_s"].get<double>() / b["tokens_per_s"].get<double>(), r["same_tokens"].get<bool>() ? "yes" : "NO");
-  return buf;
+  std::string out = buf + cpu_line(r);
+  if (r.contains("blas_core") && !r["blas_core"].get<std::string>().empty())
+    out += "  blas   OpenBLAS " + r["blas_core"].get<std::string>() + " kernels (fp32 matmuls)\n";
+  return out;
 }
 
 }  // namespace poslab

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "config/config.h"
+#include "util/files.h"
 
 extern char** environ;
 
@@ -99,6 +100,12 @@ void check_output_path(const std::string& path, const std::string& option, const
     for (const auto& e : extensions) allowed += (allowed.empty() ? "" : " or ") + e;
     throw ConfigError(option + " " + path + ": the name must end in " + allowed);
   }
+  // The file is written through a temp name beside it (write_file_atomic), which must fit a name too: a long
+  // name was refused only once the work was done ("File name too long").
+  const size_t name_max = 255 - kAtomicTempSuffixMax;
+  if (p.filename().string().size() > name_max)
+    throw ConfigError(option + " " + path + ": the file name has " + std::to_string(p.filename().string().size()) +
+                      " bytes; at most " + std::to_string(name_max) + " fit beside its temp file");
   const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError(option + " " + path + ": " + dir.string() + " is a file, not a directory");

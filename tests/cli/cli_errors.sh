@@ -305,6 +305,20 @@ check "nothing evaluated or written for refused eval flags" test ! -e run/eval.j
 expect_fail 2 "--kind: unknown encoding 'ropee' (allowed: none, index, binary" -- "$POSLAB" pe --kind ropee --positions 4 --dim 8
 expect_fail 2 "--plot /etc/passwd/x.png: /etc/passwd is a file, not a directory" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --plot /etc/passwd/x.png
 expect_fail 2 "--json nodir/bench.json: directory nodir does not exist" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 0 --json nodir/bench.json
+# A name too long for its temp file beside it: refused before the benchmark (it ran, then failed to write).
+LONG=$(printf 'a%.0s' $(seq 240)).json
+expect_fail 2 "--json $LONG: the file name has 245 bytes; at most 229 fit beside its temp file" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 0 --json "$LONG"
+cp ok.json okcopy.json
+expect_fail 2 "--json okcopy.json: is the --config file; it would be written over" -- "$POSLAB" bench -c okcopy.json --steps 1 --warmup 0 --json okcopy.json
+check "... and the config is intact" cmp -s ok.json okcopy.json
+# 2^31 steps overflowed the loop and crashed (segfault): a bound, named.
+expect_fail 2 "bench: --steps + --warmup must be at most 10000000, got 2147483648" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 2147483647
+expect_fail 2 "bench: --precision applies to the training benchmark, not to --generate" -- "$POSLAB" bench -c ok.json --generate 4 --precision fp32
+expect_fail 2 "bench: --steps applies to the training benchmark, not to --generate" -- "$POSLAB" bench -c ok.json --generate 4 --steps 3
+# A benchmark that diverged reports no figures: exit 1 (it printed a table with val loss nan and exit 0).
+expect_fail 1 "bench: the validation loss is nan after 3 steps: training diverged (train.learning_rate 1e+30)" -- \
+  "$POSLAB" bench -c ok.json --steps 2 --warmup 1 --set train.learning_rate=1e30 --set train.warmup_iters=0 --json diverged.json
+check "... and writes no JSON" test ! -e diverged.json
 expect_fail 2 "--example 8: must be below --sequences (8)" -- "$POSLAB" attention --run run --lengths 8 --example 8 --no-plot
 expect_fail 2 "--example 3: must be below --sequences (2)" -- "$POSLAB" attention --run run --lengths 8 --example 3 --sequences 2 --no-plot
 check "nothing written by a refused attention" test ! -e run/attention.json

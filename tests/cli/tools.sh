@@ -96,6 +96,11 @@ for key in train_tokens_per_s eval_tokens_per_s val_loss ms_per_step_median ms_p
   check "bench json has $key" grep -q "\"$key\"" bench.json
 done
 check "bench prints MFU" grep -q "of peak" bench.txt
+check "bench's table names the CPU as its JSON records it" /usr/bin/python3 -c '
+import json
+cpu = json.load(open("bench.json"))["cpu"]
+want = "  cpu    %s (%s family %s model %s, %d usable cores; " % (cpu["model_name"], cpu["vendor"], cpu["family"], cpu["model"], cpu["cores"])
+assert want in open("bench.txt").read(), (want, open("bench.txt").read())'
 # nanoGPT's count from the architecture (learned positions, no biases): N = V C + L (12 C^2 + 2 C) + C, the
 # position table (block_size x C) left out; FLOPs per token 6 N + 12 L C T.
 check "bench's FLOP count is nanoGPT's: the position table left out of N" /usr/bin/python3 -c '
