@@ -125,6 +125,10 @@ assert cpu["family"] == first.get("cpu family", "unknown") and cpu["model"] == f
 want = [f for f in first.get("flags", "").split() if f in ("avx2", "fma") or f.startswith(("avx512", "amx"))]
 assert cpu["flags"] == want, (cpu["flags"], want)
 assert cpu["cores"] == os.cpu_count(), cpu'
+check "scripts/bench/cpu.py (the scripts' CPU line) reads the CPU as bench records it" /usr/bin/python3 -c '
+import json, subprocess, sys
+got = json.loads(subprocess.check_output([sys.executable, sys.argv[1] + "/scripts/bench/cpu.py", "--json"]))
+assert got == json.load(open("bench.json"))["cpu"], got' "$CLI_DIR/../.."
 check "bench runs under the caller's OMP_WAIT_POLICY (lib.sh sets PASSIVE)" grep -q '"omp_wait_policy": "PASSIVE"' bench.json
 env -u OMP_WAIT_POLICY "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_unset.json > /dev/null
 check "commands that train choose ACTIVE when OMP_WAIT_POLICY is unset" grep -q '"omp_wait_policy": "ACTIVE"' bench_unset.json
