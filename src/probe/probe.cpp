@@ -134,7 +134,7 @@ std::string encoding_length_limit(GPT& model, int64_t L) {
 
 std::string text_haystack_refusal(const Config& c) {
   if (c.data.kind != "text")
-    return "the run trains on data.kind " + (c.data.kind == "task" ? "task" : c.data.kind) +
+    return "the run trains on data.kind " + c.data.kind +
            ", and the text haystack cuts held-out text of a text run (data.kind text) at sentence boundaries; take the "
            "noise haystack";
   if (c.data.tokenizer.enabled())
