@@ -148,11 +148,23 @@ for r in (a, b):
     assert r["what_this_shows"].startswith("The cells were trained at different lengths (3 and 4 items): read each row "
                                            "against its own training length"), r["what_this_shows"]'
 
-# A probe that fails on a trained cell (passkey on text without digits: its vocabulary cannot write a key) is
-# recorded in results.json and fails the command; the cell's losses stand. mqar on a non-mqar grid, and passkey
-# on a task: refused up front.
+# A probe that fails on a trained cell (passkey on token files whose nanoGPT meta.pkl has no digits: the
+# vocabulary cannot write a key, known only from the run) is recorded in results.json and fails the command;
+# the cell's losses stand. A character text without digits, mqar on a non-mqar grid, and passkey on a task:
+# refused up front.
 for _ in $(seq 200); do echo "the quick brown fox jumps over the lazy dog. The key is here."; done > letters.txt
-printf '{"data": {"kind": "text", "path": "letters.txt"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [16, 32]}}\n' > letters.json
+/usr/bin/python3 - <<'PY'
+import array, os, pickle
+text = open("letters.txt").read()
+chars = sorted(set(text))
+stoi = {c: i for i, c in enumerate(chars)}
+os.makedirs("lettok", exist_ok=True)
+ids = array.array("H", [stoi[c] for c in text])
+cut = len(ids) * 9 // 10
+ids[:cut].tofile(open("lettok/train.bin", "wb")); ids[cut:].tofile(open("lettok/val.bin", "wb"))
+pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}, open("lettok/meta.pkl", "wb"))
+PY
+printf '{"data": {"kind": "tokens", "dir": "lettok"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [16, 32]}}\n' > letters.json
 printf '{"name": "pf", "base": "letters.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json
 "$POSLAB" compare -c pf.json --out pf --no-plots > pf.log 2>&1
 status=$?
@@ -163,11 +175,14 @@ r = json.load(open("pf/results.json"))
 assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "no digit" in r["probe_errors"][0]["error"], r.get("probe_errors")
 assert r["cells"][0]["status"] == "done", r["cells"]'
 check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pf.log
+printf '{"data": {"kind": "text", "path": "letters.txt"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16}}\n' > lettext.json
+printf '{"name": "pc", "base": "lettext.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pc.json
+expect_fail 2 "cell kind=rope: probes.passkey: the run's vocabulary has no digit '0'" -- "$POSLAB" compare -c pc.json --out pc --no-plots
 printf '{"name": "mq", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"mqar": {}}}\n' > mq.json
 expect_fail 2 "cell kind=rope: probes.mqar scores runs trained on data.task mqar, not on data.task copy" -- "$POSLAB" compare -c mq.json --out mq --no-plots
 printf '{"name": "pt", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pt.json
 expect_fail 2 "cell kind=rope: probes.passkey needs a run trained on text (data.kind text or tokens), not on data.task copy" -- "$POSLAB" compare -c pt.json --out pt --no-plots
-check "nothing trained for a refused probe" test ! -e mq -a ! -e pt
+check "nothing trained for a refused probe" test ! -e mq -a ! -e pt -a ! -e pc
 
 # What a cell's own train would refuse on its data, found before any cell trains: a task example longer than the block.
 printf '{"name": "fit", "base": "base.json", "grid": {"data.max_len": [4, 12]}}\n' > fit.json
