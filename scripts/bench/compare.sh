@@ -52,9 +52,9 @@ cpu = runs[0]["poslab_default"].get("cpu", {})
 # Figures from different CPUs are never one comparison: every table says which CPU it is from.
 # The fp32 kernels too: OpenBLAS's core (its choice by CPU model, or OPENBLAS_CORETYPE's) sets what bf16 gains.
 blas = runs[0]["poslab_default"].get("blas_core", "?") or "not OpenBLAS"
-print("cpu: %s (vendor %s, family %s, model %s; %s); OpenBLAS core %s" % (cpu.get("model_name", "?"), cpu.get("vendor", "?"),
-      cpu.get("family", "?"), cpu.get("model", "?"),
-      " ".join(f for f in cpu.get("flags", []) if "bf16" in f or "amx" in f or f == "avx512f") or "no AVX-512", blas))
+sys.path.insert(0, "scripts/bench")
+from cpu import describe  # the line bench_cpu_line printed first, with the fp32 kernels' core beside it
+print(describe(cpu) + "; OpenBLAS core " + blas)
 print(f"median of {repeats} repeats")
 print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11} {'val loss':>8}")
 table = {}
