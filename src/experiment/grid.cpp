@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <optional>
 
 #include "config/config.h"
 #include "data/corpus.h"
@@ -165,6 +166,10 @@ Experiment load_experiment(const std::string& path) {
   };
   const bool kind_chosen = !origin_of("data.kind", base_path, {}).empty() || (file.contains("set") && names_kind(file["set"])) ||
                            names_kind(e.grid);
+  // The probes' options, checked above, as each cell's checks below read them.
+  std::optional<ProbeOptions> passkey, mqar;
+  if (e.probes.contains("passkey")) passkey = probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey");
+  if (e.probes.contains("mqar")) mqar = probe_options_from_json("mqar", e.probes["mqar"], where + ": probes.mqar");
   // Cartesian product, first key slowest, so cells of one encoding sit together.
   std::vector<size_t> index(keys.size(), 0);
   while (true) {
@@ -198,26 +203,29 @@ Experiment load_experiment(const std::string& path) {
         if (value.is_string() && !value.get<std::string>().empty())
           throw ConfigError(where + ": cell " + cell.name + ": " + data_file_without_kind(key, "base, set or grid"));
       }
-    try {
-      const Config typed = config_from_json(config);
-      // What the cell's own `poslab train` would refuse on its data, where finding out is cheap: a task's
-      // longest example against the block, a character corpus's passkey documents against the block.
-      if (typed.data.kind == "task" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) {
+    const Config typed = [&] {
+      try {
+        return config_from_json(config);
+      } catch (const ConfigError& err) {
+        throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
+      }
+    }();
+    // What the cell's own `poslab train` would refuse on its data, where finding out is cheap: a task's
+    // longest example against the block, a character corpus's passkey documents against the block.
+    if (typed.data.kind == "task" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) try {
         const auto corpus = make_corpus(typed);
         // A character vocabulary is the text's (and the passkey documents'): whether the probe can write its
         // documents in it is known now, not once every cell trained.
-        if (typed.data.kind == "text" && e.probes.contains("passkey")) try {
-            check_passkey_vocabulary(corpus->tokenizer(), typed,
-                                     probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey"));
+        if (typed.data.kind == "text" && passkey) try {
+            check_passkey_vocabulary(corpus->tokenizer(), typed, *passkey);
           } catch (const ConfigError& err) {
             std::string what = err.what();
             if (what.rfind("--task passkey: ", 0) == 0) what = what.substr(16);
             throw ConfigError("probes.passkey: " + what);
           }
+      } catch (const ConfigError& err) {
+        throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
       }
-    } catch (const ConfigError& err) {
-      throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
-    }
     // And each evaluation variant on it (a RoPE scaling on a cell whose encoding has no rotary frequencies).
     for (const auto& v : e.eval_grid) {
       json variant = config;
@@ -231,14 +239,13 @@ Experiment load_experiment(const std::string& path) {
       }
     }
     // The mqar probe scores a model trained on mqar: knowable now, not after the cells trained.
-    if (e.probes.contains("mqar") && !(config["data"]["kind"] == "task" && config["data"]["task"] == "mqar"))
+    if (mqar && !(typed.data.kind == "task" && typed.data.task == "mqar"))
       throw ConfigError(where + ": cell " + cell.name + ": probes.mqar scores runs trained on data.task mqar, not on " +
-                        (config["data"]["kind"] == "task" ? "data.task " + config["data"]["task"].get<std::string>()
-                                                          : "data.kind " + config["data"]["kind"].get<std::string>()));
+                        (typed.data.kind == "task" ? "data.task " + typed.data.task : "data.kind " + typed.data.kind));
     // Its lengths against the cell's pairs and queries: refused after every cell trained, the probe was lost.
-    if (e.probes.contains("mqar")) {
+    if (mqar) {
       try {
-        check_mqar_probe(config_from_json(config), probe_options_from_json("mqar", e.probes["mqar"], where + ": probes.mqar"));
+        check_mqar_probe(typed, *mqar);
       } catch (const ConfigError& err) {
         std::string what = err.what();
         if (what.rfind("--lengths: ", 0) == 0) what = "lengths: " + what.substr(11);  // the file's key, not the flag
@@ -246,13 +253,12 @@ Experiment load_experiment(const std::string& path) {
       }
     }
     // A passkey is written in characters; a task's vocabulary has symbols only.
-    if (e.probes.contains("passkey") && config["data"]["kind"] == "task")
+    if (passkey && typed.data.kind == "task")
       throw ConfigError(where + ": cell " + cell.name + ": probes.passkey needs a run trained on text (data.kind text or "
-                        "tokens), not on data.task " + config["data"]["task"].get<std::string>());
+                        "tokens), not on data.task " + typed.data.task);
     // The text haystack needs a character-level text run: knowable now (it failed once every cell had trained).
-    if (e.probes.contains("passkey") &&
-        probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey").haystack == "text")
-      if (const std::string why = text_haystack_refusal(config_from_json(config)); !why.empty())
+    if (passkey && passkey->haystack == "text")
+      if (const std::string why = text_haystack_refusal(typed); !why.empty())
         throw ConfigError(where + ": cell " + cell.name + ": probes.passkey.haystack text: " + why);
     cell.config = config;
     e.cells.push_back(cell);
