@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 
 #include "config/config.h"
@@ -110,7 +111,14 @@ void check_output_path(const std::string& path, const std::string& option, const
   if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
     throw ConfigError(option + " " + path + ": " + dir.string() + " is a file, not a directory");
   if (!fs::is_directory(dir, ec)) throw ConfigError(option + " " + path + ": directory " + dir.string() + " does not exist");
-  if (::access(dir.c_str(), W_OK) != 0) throw ConfigError(option + " " + path + ": directory " + dir.string() + " is not writable");
+  // Whether a file can be made there, by making one: access() answers yes to root for /proc and
+  // other places where no file can be created, and the work was then lost at the end.
+  std::string probe = (dir / ".poslab-write-check-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0)
+    throw ConfigError(option + " " + path + ": directory " + dir.string() + " is not writable: no file can be made there (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
   if (fs::exists(p, ec) && ::access(p.c_str(), W_OK) != 0) throw ConfigError(option + " " + path + ": not writable");
 }
 

@@ -305,6 +305,8 @@ check "nothing evaluated or written for refused eval flags" test ! -e run/eval.j
 expect_fail 2 "--kind: unknown encoding 'ropee' (allowed: none, index, binary" -- "$POSLAB" pe --kind ropee --positions 4 --dim 8
 expect_fail 2 "--plot /etc/passwd/x.png: /etc/passwd is a file, not a directory" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --plot /etc/passwd/x.png
 expect_fail 2 "--json nodir/bench.json: directory nodir does not exist" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 0 --json nodir/bench.json
+# A directory where no file can be made, root or not (root's access() says yes to /proc): refused before the work.
+expect_fail 2 "--json /proc/bench.json: directory /proc is not writable: no file can be made there" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 0 --json /proc/bench.json
 # A name too long for its temp file beside it: refused before the benchmark (it ran, then failed to write).
 LONG=$(printf 'a%.0s' $(seq 240)).json
 expect_fail 2 "--json $LONG: the file name has 245 bytes; at most 229 fit beside its temp file" -- "$POSLAB" bench -c ok.json --steps 1 --warmup 0 --json "$LONG"
