@@ -395,8 +395,9 @@ static void drop_stale_follow_ups(const Experiment& full, const CompareOptions& 
 // A finished cell's eval.json or probe file that another command wrote over (`poslab eval --run CELL --lengths
 // 64` without --tag) holds other settings than the experiment's: aggregated, it would mix them into the
 // tables (a length missing, a 3-trial interval beside 50-trial ones) with exit 0. Such a file is removed and
-// done again, and said so. Compared: the evaluated lengths against the cell's eval.lengths; a probe's lengths,
-// trials, seed and digits against those the experiment's "probes" entry sets.
+// done again, and said so. Compared: an evaluation's recorded settings against the cell's; a probe file against
+// what the experiment's "probes" entry would write on the cell (probe_file_differs: every option, the run's
+// defaults for those it leaves unset, and the RoPE scaling).
 static void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o) {
   auto lengths_of = [](const json& results) {
     std::set<int> out;
@@ -464,15 +465,12 @@ static void drop_foreign_cell_files(const Experiment& full, const CompareOptions
       const json probe = read(file);
       if (!probe.is_object()) continue;
       std::string differs;
-      if (it.value().contains("lengths")) {
-        std::set<int> asked;
-        for (const auto& L : it.value()["lengths"]) asked.insert(L.get<int>());
-        if (probe["results"].is_array() && lengths_of(probe["results"]) != asked)
-          differs = "lengths " + text(lengths_of(probe["results"])) + ", not " + text(asked);
+      try {
+        differs = probe_file_differs(probe, probe_options_from_json(it.key(), it.value(), "probes." + it.key()),
+                                     config_from_json(c.config));
+      } catch (const std::exception&) {
+        continue;  // the experiment's own checks say what is wrong with it
       }
-      for (const char* key : {"trials", "seed", "digits"})
-        if (differs.empty() && it.value().contains(key) && probe.contains(key) && probe[key] != it.value()[key])
-          differs = std::string(key) + " " + probe[key].dump() + ", not " + it.value()[key].dump();
       if (differs.empty()) continue;
       spdlog::warn("{}: probed with {} (written over by another command?): probed again", file, differs);
       remove_stale_files({file, dir + "/probe-" + it.key() + ".png"});

@@ -12,43 +12,13 @@
 #include "config/config.h"
 #include "data/tokenizer.h"
 #include "model/gpt.h"
+#include "probe/options.h"
 #include "probe/passkey.h"
 #include "util/runtime.h"
 
 namespace poslab {
 
-extern const std::vector<std::string> kProbeTasks;  // passkey, mqar
 
-struct ProbeOptions {
-  std::string task = "passkey";
-  std::vector<int> lengths;    // tokens; empty: passkey: the run's evaluation lengths, mqar: 1, 2, 4, 8x its training length
-  std::vector<double> depths;  // passkey; empty: 0, 0.25, 0.5, 0.75
-  int trials = 50;             // per (length, depth) cell
-  std::string haystack = "noise";  // noise | text (held-out text of the run's corpus)
-  bool no_needle = false;      // every cell without its needle: chance level
-  bool controls = true;        // passkey: add depth 1 (needle next to the question) and no-needle rows per length
-  double threshold = 0.85;     // effective length: lower Wilson bound of exact match
-  int seed = 1;
-  int digits = 0;              // passkey key digits; 0: the run's data.probes.passkey.digits
-  std::string template_name;   // "": the run's data.probes.passkey.template
-  bool quiet = false;          // no per-length progress lines
-  int threads = 0;             // 0: the run's train.threads (compare gives the whole machine to a probe)
-  // true (poslab probe --lengths): a length too short for the template is refused before any work
-  // (ConfigError naming --lengths); false (the run's own lengths, or compare, where one grid serves every
-  // encoding): it is reported n/a. A length the encoding cannot take (past a learned table) is n/a either
-  // way, as eval reports it.
-  bool strict_lengths = false;
-  // RoPE scaling for this probe (poslab probe --rope-scaling); unset: the run's eval.rope_scaling, as eval.
-  std::optional<RopeScalingConfig> rope_scaling;
-};
-
-// An experiment's "probes": {"passkey": {"lengths": [..], "depths": [..], "trials": N, "haystack": .., "threshold": ..,
-// "seed": .., "digits": .., "template": .., "controls": true}}: every key optional. Throws ConfigError naming
-// `where`.KEY for an unknown task or key, a wrong type or a value out of range.
-ProbeOptions probe_options_from_json(const std::string& task, const nlohmann::json& j, const std::string& where);
-// The options' values checked; `name(key)` says how the user spelled a key ("--trials", "probes.passkey.trials").
-void check_probe_options(const ProbeOptions& o, const std::function<std::string(const std::string&)>& name);
-nlohmann::json probe_options_to_json(const ProbeOptions& o);
 
 // Scores of documents that share one length: the prompt is ids[0, key_start), the key follows.
 struct KeyScores {

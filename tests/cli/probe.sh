@@ -240,6 +240,28 @@ e = json.load(open("cmp/cells/kind=rope_seed=1/eval.json")); p = json.load(open(
 assert sorted(r["length"] for r in e["results"]) == [64, 128], e["results"]
 assert p["trials"] == 5 and sorted({r["length"] for r in p["results"]}) == [64, 128], p["trials"]'
 check "... and the other cells are left as they were" test "$(grep -c 'finished earlier, skipped' foreign.out)" -eq 3
+# Every setting counts, not only lengths and trials: a cell probed with the experiment's lengths, trials and
+# depths but another threshold, a RoPE scaling, the text haystack or no controls is probed again (a threshold
+# or a scaling kept was pooled into its group, and the first cell's threshold headed results.json).
+same="--lengths 64,128 --trials 5 --depths 0,1 --no-plot"
+"$POSLAB" probe --run cmp/cells/kind=rope_seed=1 $same --threshold 0.5 > /dev/null 2>&1
+"$POSLAB" probe --run cmp/cells/kind=rope_seed=2 $same --rope-scaling linear --factor 2 > /dev/null 2>&1
+"$POSLAB" probe --run cmp/cells/kind=alibi_seed=1 $same --haystack text > /dev/null 2>&1
+"$POSLAB" probe --run cmp/cells/kind=alibi_seed=2 $same --no-controls > /dev/null 2>&1
+"$POSLAB" compare -c exp.json --out cmp > foreign2.out 2>&1
+check "a probe at another threshold is probed again" grep -q "kind=rope_seed=1/probe-passkey.json: probed with threshold 0.5, not 0.85" foreign2.out
+check "... with a RoPE scaling" grep -q "kind=rope_seed=2/probe-passkey.json: probed with RoPE scaling linear x2.0, not none" foreign2.out
+check "... on the text haystack" grep -q "kind=alibi_seed=1/probe-passkey.json: probed with haystack text, not noise" foreign2.out
+check "... without its controls" grep -q "kind=alibi_seed=2/probe-passkey.json: probed with no control rows" foreign2.out
+check "... each now as the experiment asks" /usr/bin/python3 -c '
+import glob, json
+files = glob.glob("cmp/cells/*/probe-passkey.json")
+assert len(files) == 4
+for f in files:
+    p = json.load(open(f))
+    assert (p["threshold"], p["rope_scaling"], p["haystack"]) == (0.85, "none", "noise"), (f, p["threshold"], p["rope_scaling"])
+    assert {r["control"] for r in p["results"]} == {None, "no_needle"}, f'
+check "... and a probe as the experiment asks is kept" test "$(grep -c 'probed with' foreign2.out)" -eq 4
 # The same cells with retrieval made perfect at 64 tokens and absent at 128 (probe files rewritten, then
 # aggregated again): the loss leader at 128 is named as disagreeing with retrieval.
 /usr/bin/python3 - cmp <<'PY'
