@@ -8,9 +8,12 @@
 #include <map>
 #include <tuple>
 
+#include <spdlog/spdlog.h>
+
 #include "config/config.h"
 #include "experiment/experiment.h"
 #include "experiment/report_stats.h"
+#include "probe/options.h"
 #include "probe/stats.h"
 #include "util/files.h"
 
@@ -50,11 +53,15 @@ constexpr const char* kProbedAsTrained = "as trained";
 // The rows a cell's probe stands beside, as (group, settings): the cell's own; with an eval grid, those of
 // the variants that evaluate the model with the RoPE scaling the probe decoded it with, the cell's own
 // eval.rope_scaling (a variant's other eval.rope_scaling changes the model, and the probe did not run with it).
+// The config a cell trained with: its run's config.json (the experiment's cells carry none under --aggregate).
+static json cell_config(const Cell& c, const std::string& out) {
+  const std::string saved = out + "/cells/" + c.name + "/config.json";
+  return file_exists(saved) ? read_json_file(saved) : c.config;
+}
+
 std::vector<std::pair<std::string, json>> probe_units(const Experiment& e, const Cell& c, const std::string& out) {
   if (e.eval_grid.empty()) return {{c.group, c.settings}};
-  json config = c.config;
-  const std::string saved = out + "/cells/" + c.name + "/config.json";
-  if (file_exists(saved)) config = read_json_file(saved);
+  const json config = cell_config(c, out);
   // The scaling a config evaluates with: "none" for an inactive one, whatever its other keys hold.
   const auto scaling_of = [](const json& cfg) {
     const json r = cfg.is_object() && cfg.contains("eval") ? cfg["eval"].value("rope_scaling", json::object()) : json::object();
@@ -118,10 +125,23 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         continue;
       }
       if (!p.is_object() || !p.contains("results")) continue;
+      // A file written over since by `poslab probe` with other settings (compare probes such a cell again;
+      // --aggregate does not): pooled, it would mix two probes in one group. Left out, and said so.
+      std::string differs;
+      try {
+        differs = probe_file_differs(p, probe_options_from_json(task.key(), task.value(), "probes." + task.key()),
+                                     config_from_json(cell_config(c, out)));
+      } catch (const std::exception& err) {
+        differs = err.what();
+      }
+      if (!differs.empty()) {
+        spdlog::warn("{}: probed with {}, not as the experiment asks: left out of the results (run compare to probe it again)",
+                     path, differs);
+        continue;
+      }
       if (meta.is_null()) {
-        meta = {{"train_length", p["train_length"]}, {"threshold", p["threshold"]}, {"template", p.value("template", "")},
-                {"digits", p.value("digits", 0)}, {"haystack", p.value("haystack", "")}, {"trials", p.value("trials", 0)}};
-        for (const char* k : {"pairs", "queries", "gaps"})
+        meta = {{"train_length", p["train_length"]}, {"threshold", p["threshold"]}, {"trials", p.value("trials", 0)}};
+        for (const char* k : {"template", "digits", "haystack", "pairs", "queries", "gaps"})  // the task's own
           if (p.contains(k)) meta[k] = p[k];
       }
       bool first_unit = true;

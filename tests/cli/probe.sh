@@ -262,6 +262,18 @@ for f in files:
     assert (p["threshold"], p["rope_scaling"], p["haystack"]) == (0.85, "none", "noise"), (f, p["threshold"], p["rope_scaling"])
     assert {r["control"] for r in p["results"]} == {None, "no_needle"}, f'
 check "... and a probe as the experiment asks is kept" test "$(grep -c 'probed with' foreign2.out)" -eq 4
+# --aggregate probes nothing: a probe file written over since is left out of the results, and said so.
+cp cmp/cells/kind=rope_seed=1/probe-passkey.json kept.json
+"$POSLAB" probe --run cmp/cells/kind=rope_seed=1 $same --threshold 0.5 > /dev/null 2>&1
+"$POSLAB" compare --aggregate cmp > agg_foreign.out 2>&1
+check "--aggregate names a probe file with other settings" grep -q "kind=rope_seed=1/probe-passkey.json: probed with threshold 0.5, not 0.85, not as the experiment asks: left out" agg_foreign.out
+check "... pools only the others (rope: one seed's trials)" /usr/bin/python3 -c '
+import json
+pk = json.load(open("cmp/results.json"))["probes"]["passkey"]
+assert pk["threshold"] == 0.85, pk["threshold"]
+rope = [g for g in pk["groups"] if g["group"] == "rope"][0]
+assert all(l["seeds"] == 1 and l["trials"] == 10 for l in rope["lengths"]), rope["lengths"]'
+cp kept.json cmp/cells/kind=rope_seed=1/probe-passkey.json
 # The same cells with retrieval made perfect at 64 tokens and absent at 128 (probe files rewritten, then
 # aggregated again): the loss leader at 128 is named as disagreeing with retrieval.
 /usr/bin/python3 - cmp <<'PY'
