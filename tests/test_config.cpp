@@ -197,6 +197,9 @@ TEST(ConfigErrors, ImpossibleValues) {
                {"eval.key_short", "(256)"});
   EXPECT_EQ(load_config(path, {"data.kind=text", text, "model.pos_encoding.kind=rope", "eval.lengths=[64,128]",
                                 "eval.key_short=127"}).eval.key_short, 127);
+  // A margin of 0 counts rounding noise as key tokens (targets scored alike both ways): above 0 only.
+  expect_error([&] { load_config(path, {"data.kind=text", text, "eval.key_margin=0"}); }, {"eval.key_margin", "> 0 nats"});
+  EXPECT_DOUBLE_EQ(load_config(path, {"data.kind=text", text, "eval.key_margin=0.001"}).eval.key_margin, 0.001);
   // A learned table (the default kind) has no rows past its block for the short-context pass's windows.
   expect_error([&] { load_config(path, {"data.kind=text", text, "eval.lengths=[64,128]", "eval.key_short=127"}); },
                {"eval.key_short", "at most model.block_size (64) with a learned table"});

@@ -656,7 +656,9 @@ Config config_from_json(const json& j) {
   e.key_short = get<int>(full, "eval.key_short");
   e.key_margin = get<double>(full, "eval.key_margin");
   require(e.key_short >= -1, "eval.key_short", "-1 (off), 0 (a quarter of the training length) or a positive number of tokens", e.key_short);
-  require(e.key_margin >= 0, "eval.key_margin", ">= 0 nats", e.key_margin);
+  // Above 0: a target that sees no more in the whole window than in the short context scores the same both
+  // ways up to rounding, and a margin of 0 counted that noise (a key-token count that moved with batch_size).
+  require(e.key_margin > 0, "eval.key_margin", "> 0 nats", e.key_margin);
   e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
   check_rope_scaling(e.rope_scaling, c.model.pos_encoding.kind, "eval.rope_scaling.");
   for (size_t i = 0; i < e.lengths.size(); ++i) {

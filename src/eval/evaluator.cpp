@@ -102,6 +102,12 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
                         " tokens is not shorter than any length evaluated (the longest is " +
                         std::to_string(*std::max_element(o.lengths.begin(), o.lengths.end())) +
                         "); set it below that, or -1 to turn key tokens off");
+    // The default's (a quarter of the training length) is no choice of the user's: said, not refused.
+    if (c.eval.key_short == 0 && key.short_context > 0 && !o.lengths.empty() &&
+        *std::max_element(o.lengths.begin(), o.lengths.end()) <= key.short_context)
+      spdlog::info("key tokens: no length evaluated is longer than the short context ({} tokens, a quarter of the "
+                   "training length), so key_tokens is null at every length (eval.key_short sets another)",
+                   key.short_context);
     text_results = evaluate_text(model, static_cast<const TextCorpus&>(corpus), o, rt, key);
   }
   json results = json::array();

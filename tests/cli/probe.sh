@@ -110,6 +110,10 @@ check "eval --lengths 64,128 --set eval.key_short=100 on a run evaluated at 64 r
 import json
 r = {x["length"]: x["key_tokens"] for x in json.load(open("run/eval-ks.json"))["results"]}
 assert r[64] is None and r[128]["short_context"] == 100, r'
+# The default short context (a quarter of the training length, 16) longer than every length evaluated: said.
+"$POSLAB" eval --run run --lengths 8,16 --tokens 200 --tag kdef > kdef.log 2>&1
+check "eval at lengths no longer than the default short context says key_tokens is null" \
+  grep -q "key tokens: no length evaluated is longer than the short context (16 tokens" kdef.log
 # Key tokens' short-context pass reads windows of eval.key_short tokens: past a learned table it is refused
 # before any work (it failed after training, or after evaluating, with exit 1).
 expect_fail 2 "eval.key_short must be at most model.block_size (64) with a learned table" -- \
