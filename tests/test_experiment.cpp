@@ -97,6 +97,30 @@ TEST(Grid, InvalidCellRefusesTheWholeGrid) {
   EXPECT_NE(nokind.find(": cell kind=rope: data.dir names data, but data.kind is not set"), std::string::npos) << "[" << nokind << "]";
 }
 
+// A data key that no cell's kind reads: a grid over it trains one model under several names (data.task over
+// text cells gave identical rows "task=copy" and "task=reverse"); set, it is as silently ignored.
+TEST(Grid, DataKeysNoCellReadsAreRefused) {
+  TempDir dir;
+  std::string text;
+  for (int i = 0; i < 100; ++i) text += "some text to train on. ";
+  dir.file("t.txt", text);
+  dir.file("text.json", R"({"data": {"kind": "text", "path": "t.txt", "max_len": 4}, "model": {"block_size": 16}})");
+  const std::string task = load_error(dir.file("g.json", R"({"base": "text.json", "grid": {"data.task": ["copy", "reverse"]}})"));
+  EXPECT_NE(task.find(": grid.data.task: read by data.kind task, but every cell trains on data.kind text: its values would "
+                      "train the same model"), std::string::npos) << task;
+  const std::string set = load_error(dir.file("s.json", R"({"base": "text.json", "set": {"data.symbols": 8},
+      "grid": {"model.pos_encoding.kind": ["rope"]}})"));
+  EXPECT_NE(set.find(": set.data.symbols: read by data.kind task, but every cell trains on data.kind text"), std::string::npos) << set;
+  // data.mqar.* is read by the mqar task only.
+  const std::string mqar = load_error(write_experiment(dir, R"({"data.mqar.queries": [1, 2]})"));
+  EXPECT_NE(mqar.find(": grid.data.mqar.queries: read by data.kind task with data.task mqar, but every cell trains on "
+                      "data.task copy"), std::string::npos) << mqar;
+  // Read by some cells: allowed (those cells differ), the others said to repeat one another.
+  EXPECT_EQ(load_error(dir.file("k.json", R"({"base": "text.json", "grid": {"data.kind": ["text", "task"],
+      "data.task": ["copy", "sort"]}})")), "");
+  EXPECT_EQ(load_error(write_experiment(dir, R"({"data.task": ["copy", "sort"]})")), "");
+}
+
 // Two eval_grid variants that set the same keys to the same values (in any order) evaluate every cell twice.
 TEST(Grid, EvalGridVariantsThatSetTheSameAreRefused) {
   TempDir dir;

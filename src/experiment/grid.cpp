@@ -3,6 +3,9 @@
 #include <filesystem>
 #include <limits>
 #include <optional>
+#include <set>
+
+#include <spdlog/spdlog.h>
 
 #include "config/config.h"
 #include "data/corpus.h"
@@ -265,6 +268,37 @@ Experiment load_experiment(const std::string& path) {
     size_t k = keys.size();
     while (k > 0 && ++index[k - 1] == e.grid[keys[k - 1]].size()) index[--k] = 0;
     if (k == 0) break;
+  }
+  // A data key of one kind that no cell trains on (grid.data.task over text cells): its values would train
+  // the same model under other names, side by side in the tables. Refused, as `--set` refuses it on a config;
+  // where only some cells read it, those that do not repeat one another, and that is said.
+  std::vector<std::pair<std::string, std::string>> data_keys;  // (key, where it is given)
+  for (const auto& key : keys) data_keys.push_back({key, "grid." + key});
+  if (file.contains("set") && file["set"].is_object())
+    for (auto it = file["set"].begin(); it != file["set"].end(); ++it) data_keys.push_back({it.key(), "set." + it.key()});
+  for (const auto& [key, given] : data_keys) {
+    const std::string wants = data_key_kind(key);
+    if (wants.empty()) continue;
+    const bool mqar_key = key.rfind("data.mqar.", 0) == 0;  // read by the mqar task alone
+    std::set<std::string> other_kinds;
+    std::vector<std::string> ignoring;
+    for (const auto& cell : e.cells) {
+      const json& d = cell.config["data"];
+      const std::string kind = d.value("kind", std::string("task")), task = d.value("task", std::string());
+      if (kind == wants && (!mqar_key || task == "mqar")) continue;
+      other_kinds.insert(kind == "task" ? "data.task " + task : "data.kind " + kind);
+      ignoring.push_back(cell.name);
+    }
+    const std::string reader = "data.kind " + wants + (mqar_key ? " with data.task mqar" : "");
+    std::string trained;
+    for (const auto& k : other_kinds) trained += (trained.empty() ? "" : ", ") + k;
+    if (ignoring.size() == e.cells.size())
+      throw ConfigError(where + ": " + given + ": read by " + reader + ", but every cell trains on " + trained +
+                        (given.rfind("grid.", 0) == 0 ? ": its values would train the same model under other names" : "") +
+                        " (set data.kind " + wants + (mqar_key ? " and data.task mqar" : "") + ", or remove the key)");
+    if (!ignoring.empty() && given.rfind("grid.", 0) == 0 && e.grid[key].size() > 1)
+      spdlog::warn("{}: {} is read by {} only: {} cells train on {} and ignore it, so their values repeat one another "
+                   "(e.g. {})", where, given, reader, ignoring.size(), trained, ignoring.front());
   }
   return e;
 }
