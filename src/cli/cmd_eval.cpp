@@ -68,23 +68,30 @@ void add_rope_scaling_flags(CLI::App* cmd, RopeScalingFlags& flags) {
                   "Rotary runs: none|linear|ntk|dynamic_ntk|yarn frequency scaling at evaluation (default: the run's "
                   "eval.rope_scaling)")
       ->check(CLI::IsMember(kRopeScalingKinds));
-  cmd->add_option("--factor", flags.factor,
-                  "--rope-scaling factor S >= 1, e.g. the evaluated length / the training length (no default: "
-                  "required with --rope-scaling other than none)");
-  cmd->add_option("--original-length", flags.original_length,
-                  "--rope-scaling: the training length L in tokens (default: the run's)")
-      ->check(positive_integer());
+  flags.factor_option = cmd->add_option("--factor", flags.factor,
+                                        "--rope-scaling factor S, e.g. the evaluated length / the training length: above 1 "
+                                        "(dynamic_ntk: 1 or more; required with --rope-scaling other than none)");
+  flags.length_option = cmd->add_option("--original-length", flags.original_length,
+                                        "--rope-scaling: the training length L in tokens (default: the run's: "
+                                        "model.block_size, a task's longest example)")
+                            ->check(positive_integer());
 }
 
 std::optional<RopeScalingConfig> rope_scaling_from_flags(const RopeScalingFlags& f, const std::string& command) {
+  const bool factor_given = f.factor_option && f.factor_option->count() > 0;
+  const bool length_given = f.length_option && f.length_option->count() > 0;
   if (f.kind.empty()) {
-    if (f.factor != 0 || f.original_length != 0)
-      throw ConfigError(command + ": --factor and --original-length need --rope-scaling KIND");
+    if (factor_given || length_given) throw ConfigError(command + ": --factor and --original-length need --rope-scaling KIND");
     return std::nullopt;
   }
-  if (f.kind != "none" && f.factor == 0) throw ConfigError(command + ": --rope-scaling needs --factor S (S >= 1)");
-  if (f.factor != 0 && !(f.factor >= 1)) throw ConfigError(command + ": --factor must be >= 1, got " + std::to_string(f.factor));
-  return RopeScalingConfig{f.kind, f.factor == 0 ? 1.0 : f.factor, f.original_length};
+  // With none they would be ignored, unsaid.
+  if (f.kind == "none" && (factor_given || length_given))
+    throw ConfigError(command + ": --rope-scaling none scales nothing: drop --factor and --original-length, or name a kind");
+  if (f.kind != "none" && !factor_given)
+    throw ConfigError(command + ": --rope-scaling " + f.kind + " needs --factor S (above 1" +
+                      (f.kind == "dynamic_ntk" ? ", or 1" : "") + ")");
+  if (!(f.factor >= 1)) throw ConfigError(command + ": --factor must be >= 1, got " + nlohmann::json(f.factor).dump());
+  return RopeScalingConfig{f.kind, f.factor, f.original_length};
 }
 
 }  // namespace poslab::cli

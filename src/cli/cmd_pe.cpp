@@ -233,7 +233,7 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--rope-scaling", o->rope_scaling, "Rotary kinds: none|linear|ntk|dynamic_ntk|yarn; prints inv_freq "
                                                     "(and yarn's attention_factor)")
       ->check(CLI::IsMember(kRopeScalingKinds));
-  auto* factor_opt = cmd->add_option("--factor", o->factor, "--rope-scaling factor S >= 1 (default 1)");
+  auto* factor_opt = cmd->add_option("--factor", o->factor, "--rope-scaling factor S: above 1 (dynamic_ntk: 1 or more)");
   auto* original_opt = cmd->add_option("--original-length", o->original_length,
                   "--rope-scaling: the training length L in tokens (default: --positions)")
       ->check(positive_integer());

@@ -29,8 +29,11 @@ std::vector<int> parse_lengths(const std::string& text, const std::string& optio
 // The --rope-scaling, --factor and --original-length flags of the commands that evaluate a run (eval, probe).
 struct RopeScalingFlags {
   std::string kind;
-  double factor = 0;
+  double factor = 1;
   int original_length = 0;
+  // Whether each was given (a value alone cannot say: --factor 0 is a value to refuse, not an absent flag).
+  const CLI::Option* factor_option = nullptr;
+  const CLI::Option* length_option = nullptr;
 };
 void add_rope_scaling_flags(CLI::App* cmd, RopeScalingFlags& flags);
 // The scaling asked for; unset without --rope-scaling. Throws ConfigError naming `command`'s flag.

@@ -659,7 +659,7 @@ Config config_from_json(const json& j) {
   // Above 0: a target that sees no more in the whole window than in the short context scores the same both
   // ways up to rounding, and a margin of 0 counted that noise (a key-token count that moved with batch_size).
   require(e.key_margin > 0, "eval.key_margin", "> 0 nats", e.key_margin);
-  e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "model.block_size");
+  e.rope_scaling = rope_scaling_from_json(full, "eval.rope_scaling.", "the run's training length: model.block_size, a task's longest example");
   check_rope_scaling(e.rope_scaling, c.model.pos_encoding.kind, "eval.rope_scaling.");
   for (size_t i = 0; i < e.lengths.size(); ++i) {
     require(e.lengths[i] > 0, "eval.lengths", "a list of positive lengths", full["eval"]["lengths"]);

@@ -137,7 +137,10 @@ expect_fail 2 "unknown command 'trian'" -- "$POSLAB" trian -c ok.json
 # Evaluation-time RoPE scaling: wrong kind, range, flags without their partner, a non-eval key, a bad tag.
 expect_fail 2 "applies to rotary encodings (rope, xpos), not to 'learned'" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling yarn --factor 2
 expect_fail 2 "--rope-scaling" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling stretch --factor 2
-expect_fail 2 "--rope-scaling needs --factor" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear
+expect_fail 2 "--rope-scaling linear needs --factor S (above 1)" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear
+# --factor 0 is a value out of range, not a flag left out; with none, factor and length would be ignored.
+expect_fail 2 "eval: --factor must be >= 1, got 0.0" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor 0
+expect_fail 2 "eval: --rope-scaling none scales nothing: drop --factor and --original-length" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling none --factor 2
 expect_fail 2 "--factor must be >= 1" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor 0.5
 expect_fail 2 "--factor and --original-length need --rope-scaling" -- "$POSLAB" eval --run run --lengths 8 --factor 2
 expect_fail 2 "can only change eval.* keys" -- "$POSLAB" eval --run run --lengths 8 --set model.n_layer=2

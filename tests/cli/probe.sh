@@ -441,7 +441,7 @@ import json
 a, b = (json.load(open(r + "/probe-passkey.json")) for r in ("rplain", "ryarn"))
 assert a["rope_scaling"] == b["rope_scaling"] and a["results"] == b["results"], (a["rope_scaling"], b["rope_scaling"])
 PY
-expect_fail 2 "probe: --rope-scaling needs --factor S (S >= 1)" -- "$POSLAB" probe --run rplain --rope-scaling yarn
+expect_fail 2 "probe: --rope-scaling yarn needs --factor S (above 1)" -- "$POSLAB" probe --run rplain --rope-scaling yarn
 expect_fail 2 "probe: --factor and --original-length need --rope-scaling KIND" -- "$POSLAB" probe --run rplain --factor 2
 expect_fail 2 "not to 'alibi', which has no rotary frequencies" -- "$POSLAB" probe --run run --rope-scaling yarn --factor 2 --lengths 64
 # In a grid whose cells evaluate with a scaling of their own, the probe (run with it) stands beside the
