@@ -184,7 +184,10 @@ json attention_run(const std::string& dir, AttentionOptions o) {
   Config cc = c;
   cc.eval.lengths = o.lengths;
   auto corpus = make_corpus(cc, run.tokenizer);
+  // With the run's eval.rope_scaling, as eval and probe read it: the pictures are of the model they score.
+  const EvalRopeScaling scaling(run.model, c, std::nullopt, corpus->tokens_at(corpus->train_length()));
   json out = attention_stats(run.model, *corpus, c, o, rt);
+  out["rope_scaling"] = scaling.to_json();
   out["run"] = dir;
   out["step"] = run.state.step;
   write_file_atomic(dir + "/attention.json", out.dump() + "\n");

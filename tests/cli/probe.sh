@@ -434,6 +434,16 @@ lp = lambda p: [r["key_logprob"] for r in p["results"] if r["status"] == "ok"]
 assert len(lp(plain)) == len(lp(yarn)) > 0 and lp(plain) != lp(yarn), (lp(plain), lp(yarn))
 PY
 check "...and its table says so" grep -q "yarn RoPE scaling x4" ryarn.out
+# attention draws the model eval and probe score: with the run's eval.rope_scaling, recorded.
+for r in rplain ryarn; do "$POSLAB" attention --run $r --lengths 128 --no-plot > /dev/null 2>&1; done
+check "attention of a run with eval.rope_scaling is drawn with it, and records it" /usr/bin/python3 - <<'PY'
+import json
+plain, yarn = (json.load(open(r + "/attention.json")) for r in ("rplain", "ryarn"))
+assert plain["rope_scaling"] == "none", plain["rope_scaling"]
+assert yarn["rope_scaling"] == {"kind": "yarn", "factor": 4.0, "original_length": 64}, yarn["rope_scaling"]
+d = lambda a: [l["distance"] for l in a["lengths"] if l["status"] == "ok"]
+assert len(d(plain)) == 1 and d(plain) != d(yarn), (d(plain), d(yarn))
+PY
 # --rope-scaling asks for one on the command line: the plain run probed with yarn x4 is the run whose config has it.
 "$POSLAB" probe --run rplain --lengths 64,128 --trials 3 --depths 0 --no-plot --rope-scaling yarn --factor 4 >/dev/null 2>&1
 check "probe --rope-scaling yarn --factor 4 gives what eval.rope_scaling gives" /usr/bin/python3 - <<'PY'
