@@ -259,9 +259,6 @@ void add_pe(CLI::App& app) {
     if (!(o->factor >= 1)) throw ConfigError("--factor must be >= 1, got " + std::to_string(o->factor));
     if (o->rope_scaling == "none" && (factor_opt->count() > 0 || original_opt->count() > 0))
       throw ConfigError("--factor and --original-length need --rope-scaling KIND (without it they would change nothing)");
-    if (family == "rotary" && o->dim % 2 != 0)
-      throw ConfigError("--dim must be even for " + o->kind + " (it rotates pairs of the head's dims), got " +
-                        std::to_string(o->dim));
     // binary's 16 bits by default, but no more than the table is wide: `--kind binary --dim 8` shows 8 bits
     // (a model's config states its bits; pe's default should not fail on a narrow table nobody asked bits of).
     if (bits_opt->count() == 0) o->bits = std::min<int64_t>(16, o->dim);

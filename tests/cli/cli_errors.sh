@@ -100,7 +100,13 @@ expect_fail 2 "has shape" -- "$POSLAB" eval --run wider --lengths 8
 expect_fail 2 "not in the run's vocabulary" -- "$POSLAB" sample --run run --prompt "ZZZ" --tokens 3
 expect_fail 2 "--format" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --format xml
 expect_fail 2 "unknown encoding 'nope'" -- "$POSLAB" pe --kind nope --positions 4 --dim 8
-expect_fail 2 "--dim must be even for rope" -- "$POSLAB" pe --kind rope --positions 4 --dim 7
+expect_fail 2 "--dim must be such that the head size n_embd/n_head is even for rope" -- "$POSLAB" pe --kind rope --positions 4 --dim 7
+# Below rotary_fraction 1 the rotated part is even by construction, as a model takes it: 9 dims at 0.5 rotate 4.
+check "pe rope takes an odd head size below rotary_fraction 1" /usr/bin/python3 -c '
+import json, subprocess, sys
+out = json.loads(subprocess.check_output([sys.argv[1], "pe", "--kind", "rope", "--positions", "3", "--dim", "9",
+                                          "--option", "rotary_fraction=0.5", "--format", "json"]))
+assert len(out["angles"][0]) == 2, out["angles"]' "$POSLAB"
 # pe shows only what a model can hold, and no flag is silently ignored.
 expect_fail 2 "--param r2=-5.000000: kerple_log keeps r2 in [0.01, inf)" -- "$POSLAB" pe --kind kerple_log --positions 3 --dim 8 --param r1=1,r2=-5
 expect_fail 2 "--param r1=-1.000000: kerple keeps r1 at 0.01 or more" -- "$POSLAB" pe --kind kerple_power --positions 3 --dim 8 --param r1=-1
@@ -108,7 +114,10 @@ expect_fail 2 "--param r2=3.000000: kerple_power keeps r2 in [0.01, 2]" -- "$POS
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --factor 2
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --original-length 2
 expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling yarn --factor 1
-expect_fail 2 "--dim must be even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+expect_fail 2 "--dim must be such that the head size n_embd/n_head is even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+# The smallest scale_base the message suggests passes: at 127 positions 1 does not (the limit is 2 floor(80 s / ln 3.5)).
+expect_fail 2 "over --positions = 127 tokens (at least 1.01), got 1" -- "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1
+check "...and the suggested 1.01 is taken" "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1.01 --format json
 # A key that starts with a flag's key (scale_base, scale) keeps its own name: --option, not "--scale_base".
 expect_fail 2 "poslab: error: --option scale_base must be large enough that xPos's scales stay finite over --positions = 100000 tokens" -- "$POSLAB" pe --kind xpos --positions 100000 --dim 8
 expect_fail 2 "--scale must be a finite number, got inf" -- "$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --scale inf
@@ -120,6 +129,7 @@ check "pe: --base on alibi warns, naming what alibi reads, and prints the same t
   "grep -qx 'poslab: warning: --base changes nothing --kind alibi prints (it reads --heads)' pe-base.err && cmp -s pe-base.csv pe-nobase.csv && [ ! -s pe-nobase.err ]"
 "$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --base 100 --scale 2 > /dev/null 2> pe-used.err
 check "pe: flags the kind reads give no warning" test ! -s pe-used.err
+expect_fail 2 "--param L=-10.000000: fire's threshold L is positive" -- "$POSLAB" pe --kind fire --positions 8 --dim 8 --param c=0.5,L=-10
 expect_fail 2 "--option npos must be positive, got 0" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option npos=0
 expect_fail 2 "--option nps: unknown key" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option nps=3
 expect_fail 2 "--option =3: expected KEY=VALUE" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option =3

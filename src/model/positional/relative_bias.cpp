@@ -133,6 +133,10 @@ torch::Tensor FireBiasImpl::bias(const torch::Tensor& q_pos, const torch::Tensor
 
 std::map<std::string, torch::Tensor> FireBiasImpl::inspect(int64_t n, int64_t, const InspectParams& params) {
   reject_params(params, {"c", "L"});
+  // A model's threshold is |L_multiplier x init_L|: a negative L is no state a model can hold.
+  if (params.count("L") && !(params.at("L") > 0))
+    throw ConfigError("--param L=" + std::to_string(params.at("L")) + ": fire's threshold L is positive (a model holds "
+                      "|L_multiplier x init_L|)");
   torch::NoGradGuard no_grad;
   auto p = torch::arange(n, torch::kLong);
   auto cc = params.count("c") ? torch::tensor(params.at("c")).to(torch::kFloat) : c.detach();

@@ -52,6 +52,14 @@ int64_t xpos_max_length(double scale_base) {
   return half >= 4e18 ? std::numeric_limits<int64_t>::max() : 2 * static_cast<int64_t>(half);
 }
 
+// The smallest scale_base, in hundredths, whose xpos_max_length reaches `reach` positions: what an error
+// suggests must itself pass (ceil(reach ln 3.5 / 160) ignored the floor: 1 for 127 positions, which fails).
+static double xpos_min_scale_base(int64_t reach) {
+  double s = std::ceil((reach + 1) / 2 * std::log(3.5) / 80.0 * 100.0) / 100.0;
+  while (xpos_max_length(s) < reach) s += 0.01;
+  return s;
+}
+
 torch::Tensor xpos_scale(const torch::Tensor& centred, int64_t head_dim, double scale_base) {
   auto power = centred.to(torch::kDouble).cpu().view({-1, 1}) / scale_base;  // (T, 1)
   return torch::pow(xpos_zeta(head_dim).view({1, -1}), power);               // (T, hs/2), double
@@ -215,7 +223,7 @@ static const EncodingRegistrar kXpos{
                                                      : "model.block_size = " + std::to_string(reach) + " tokens";
        require_option(reach <= xpos_max_length(o.encoding.scale_base), "model.pos_encoding.scale_base",
                       "large enough that xPos's scales stay finite over " + over + " (at least " +
-                          fmt_number(std::ceil(reach * std::log(3.5) / 160.0)) + ")",
+                          fmt_number(xpos_min_scale_base(reach)) + ")",
                       o.encoding.scale_base);
      },
      {}, {}, /*listing=*/80}};
