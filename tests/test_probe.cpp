@@ -364,3 +364,64 @@ TEST(ProbeOptions, MqarOffersItsOwnKeysAndRoundTrips) {
   const auto passkey = probe_options_to_json(probe_options_from_json("passkey", {{"controls", false}}, "p"));
   EXPECT_EQ(passkey["controls"], false);
 }
+
+// Whether a probe file on disk is the probe an experiment's options ask for: the file as the probe writes
+// it (written here by hand) matches; any one setting changed does not, naming the setting; a damaged file
+// is a difference, not a crash (const json's operator[] on a missing key is undefined).
+TEST(ProbeOptions, ProbeFileDiffersNamesEachSetting) {
+  Config c;
+  c.data.kind = "text";
+  ProbeOptions o = probe_options_from_json(
+      "passkey", {{"lengths", {64, 128}}, {"depths", {0, 0.5}}, {"digits", 3}, {"template", "reference"}}, "p");
+  auto row = [](int L, nlohmann::json depth, nlohmann::json control) {
+    return nlohmann::json{{"length", L}, {"depth", depth}, {"control", control}, {"status", "ok"}};
+  };
+  nlohmann::json file = {{"task", "passkey"}, {"trials", 50}, {"seed", 1}, {"threshold", 0.85}, {"rope_scaling", "none"},
+                         {"digits", 3}, {"haystack", "noise"}, {"template", "reference"}, {"results", nlohmann::json::array()}};
+  for (int L : {64, 128})
+    for (const auto& r : {row(L, 0, nullptr), row(L, 0.5, nullptr), row(L, 1.0, "adjacent"), row(L, nullptr, "no_needle")})
+      file["results"].push_back(r);
+  EXPECT_EQ(probe_file_differs(file, o, c), "");
+  auto with = [&](const std::string& key, const nlohmann::json& value) {
+    nlohmann::json f = file;
+    f[key] = value;
+    return probe_file_differs(f, o, c);
+  };
+  EXPECT_EQ(with("trials", 40), "trials 40, not 50");
+  EXPECT_EQ(with("seed", 2), "seed 2, not 1");
+  EXPECT_EQ(with("threshold", 0.5), "threshold 0.5, not 0.85");
+  EXPECT_EQ(with("digits", 5), "digits 5, not 3");
+  EXPECT_EQ(with("haystack", "text"), "haystack text, not noise");
+  EXPECT_EQ(with("template", "compact"), "template compact, not reference");
+  EXPECT_EQ(with("rope_scaling", {{"kind", "yarn"}, {"factor", 4.0}, {"original_length", 64}}), "RoPE scaling yarn x4.0, not none");
+  nlohmann::json fewer = file;
+  fewer["results"].erase(fewer["results"].begin(), fewer["results"].begin() + 4);  // length 64's rows
+  EXPECT_EQ(probe_file_differs(fewer, o, c), "lengths [128], not [64,128]");
+  nlohmann::json depths = file;
+  for (auto& r : depths["results"])
+    if (r["depth"] == 0.5) r["depth"] = 0.25;
+  EXPECT_EQ(probe_file_differs(depths, o, c), "depths [0,0.25], not [0,0.5]");
+  nlohmann::json bare = file;
+  bare["results"] = nlohmann::json::array();
+  for (int L : {64, 128})
+    for (const auto& r : {row(L, 0, nullptr), row(L, 0.5, nullptr)}) bare["results"].push_back(r);
+  EXPECT_EQ(probe_file_differs(bare, o, c), "no control rows");
+  // The run's eval.rope_scaling is what the probe runs with: a file without it differs, one with it matches.
+  Config scaled = c;
+  scaled.eval.rope_scaling = {"yarn", 4.0, 0};
+  EXPECT_EQ(probe_file_differs(file, o, scaled), "RoPE scaling none, not yarn x4.0");
+  nlohmann::json yarn = file;
+  yarn["rope_scaling"] = {{"kind", "yarn"}, {"factor", 4.0}, {"original_length", 64}};
+  EXPECT_EQ(probe_file_differs(yarn, o, scaled), "");
+  // Damaged files: no results, a row that is not an object, rows without their keys.
+  nlohmann::json none = file;
+  none.erase("results");
+  EXPECT_EQ(probe_file_differs(none, o, c), "no results");
+  nlohmann::json odd = file;
+  odd["results"].push_back(3);
+  EXPECT_EQ(probe_file_differs(odd, o, c), "a result that is not an object");
+  nlohmann::json keyless = file;
+  for (auto& r : keyless["results"]) r.erase("control"), r.erase("depth");
+  EXPECT_EQ(probe_file_differs(keyless, o, c), "depths [], not [0,0.5]");
+  EXPECT_NE(probe_file_differs(nlohmann::json::array(), o, c), "");
+}

@@ -123,11 +123,15 @@ std::string probe_file_differs(const json& file, const ProbeOptions& o, const Co
     for (auto it = values.begin(); it != values.end(); ++it) out << (it == values.begin() ? "" : ",") << *it;
     return "[" + out.str() + "]";
   };
-  if (!file.is_object() || !file["results"].is_array()) return "no results";
+  // const json's operator[] on a missing key is undefined: a damaged file is read with contains and value.
+  if (!file.is_object() || !file.contains("results") || !file["results"].is_array()) return "no results";
   if (file.value("task", std::string()) != o.task) return "task " + file.value("task", std::string("unset"));
   const json& rows = file["results"];
   std::set<int> got_lengths;
-  for (const auto& r : rows) got_lengths.insert(r.value("length", 0));
+  for (const auto& r : rows) {
+    if (!r.is_object()) return "a result that is not an object";
+    got_lengths.insert(r.value("length", 0));
+  }
   const std::vector<int> lengths = o.lengths.empty() ? default_probe_lengths(o, c) : o.lengths;
   const std::set<int> want_lengths(lengths.begin(), lengths.end());
   if (got_lengths != want_lengths) return "lengths " + text(got_lengths) + ", not " + text(want_lengths);
@@ -141,8 +145,10 @@ std::string probe_file_differs(const json& file, const ProbeOptions& o, const Co
   const json& got_scaling = file.value("rope_scaling", json("none"));
   const std::string got_kind = got_scaling.is_object() ? got_scaling.value("kind", std::string("?")) : got_scaling.dump();
   if (scaling.kind == "none" ? got_scaling != json("none")
-                             : !got_scaling.is_object() || got_kind != scaling.kind || got_scaling["factor"] != json(scaling.factor))
-    return "RoPE scaling " + (got_scaling.is_object() ? got_kind + " x" + got_scaling["factor"].dump() : std::string("none")) +
+                             : !got_scaling.is_object() || got_kind != scaling.kind ||
+                                   got_scaling.value("factor", json()) != json(scaling.factor))
+    return "RoPE scaling " +
+           (got_scaling.is_object() ? got_kind + " x" + got_scaling.value("factor", json()).dump() : std::string("none")) +
            ", not " + (scaling.kind == "none" ? std::string("none") : scaling.kind + " x" + json(scaling.factor).dump());
   if (o.task != "passkey") return "";
   const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
@@ -156,8 +162,9 @@ std::string probe_file_differs(const json& file, const ProbeOptions& o, const Co
   std::set<double> got_depths;
   bool got_controls = false;
   for (const auto& r : rows) {
-    if (r["control"].is_null() && r["depth"].is_number()) got_depths.insert(r["depth"].get<double>());
-    got_controls = got_controls || !r["control"].is_null();
+    const json control = r.value("control", json()), depth = r.value("depth", json());
+    if (control.is_null() && depth.is_number()) got_depths.insert(depth.get<double>());
+    got_controls = got_controls || !control.is_null();
   }
   const std::vector<double> depths = o.depths.empty() ? kDefaultDepths : o.depths;
   if (got_depths != std::set<double>(depths.begin(), depths.end()))
