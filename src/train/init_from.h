@@ -22,14 +22,14 @@ struct InitSource {
 // bias, encoding). Fills config.model.pos_encoding.rope_scaling.original_length (when 0) with the
 // source's block_size: the length the scaling stretches from.
 InitSource read_init_source(const std::string& dir, Config& config);
-// Checks what needs the built model and the new corpus's vocabulary (a learned table cannot grow; the
-// vocabularies must match), then copies the source's weights into `model`.
-// `target_pe`: the new run's encoding section, to name an option that changes a parameter's shape.
 // What init_from.json records, and the run's log line says: the source (absolute path), its block_size,
 // status and step (its weights are those of that step), and the model keys set otherwise here
 // ({"model.pos_encoding.base": {"there": 10000, "here": 500000}}): the weights fit, their meaning moved.
 nlohmann::json init_source_record(const InitSource& source, const Config& config);
 std::string describe_init_source(const nlohmann::json& record);
+// Checks what needs the built model and the new corpus's vocabulary (a learned table cannot grow; the
+// vocabularies must match), then copies the source's weights into `model`.
+// `target_pe`: the new run's encoding section, to name an option that changes a parameter's shape.
 void init_weights_from(const InitSource& source, GPT& model, const CharTokenizer& tokenizer,
                        const PosEncodingConfig& target_pe);
 
