@@ -90,6 +90,7 @@ TEST(Bf16Weights, OnlyParametersAreKept) {
 }
 
 TEST_F(FusedOn, ABf16WeightCopyMadeUnderInferenceModeServesALaterBackward) {
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
   clear_bf16_weights();
   torch::manual_seed(3);
   auto w = kept_param({6, 5});

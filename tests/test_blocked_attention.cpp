@@ -2,6 +2,7 @@
 // encoding: the same logits within float tolerance, at lengths that are and are not block multiples.
 #include <gtest/gtest.h>
 
+#include "test_fused.h"
 #include "test_models.h"
 #include "model/gpt.h"
 #include "util/runtime.h"
@@ -56,7 +57,7 @@ TEST_P(BlockedEveryKind, BlocksEqualWholeAttention) {
 // differ by <= 0.6% of the largest logit; letting each query see one future key moved 11 of the 14 kinds
 // by 3.6-8% (the embedding kinds' small logits by 0.5%; CoPE builds the whole mask, as in fp32).
 TEST_P(BlockedEveryKind, BlocksEqualWholeAttentionUnderBf16Autocast) {
-  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 instructions: poslab would not autocast here";
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
   auto model = blocked_model(GetParam());
   torch::NoGradGuard no_grad;
   Runtime rt;

@@ -119,7 +119,7 @@ TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
 // Under bf16 autocast the scores and probabilities are bfloat16: the formula within bfloat16's rounding
 // (q, k, v rounded once, the scores and the probabilities once each; measured 0.4-0.8% of the largest value).
 TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
-  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 instructions: poslab would not autocast here";
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
   for (const auto& c : kCases) {
     torch::manual_seed(4);
     auto [q, k, v] = draw_qkv(c);
@@ -148,6 +148,7 @@ TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
 // directly in one autograd node): the formula from the same rounded inputs, within bfloat16's rounding,
 // and the gradients of q, k, v and a learned bias, on one and two threads.
 TEST_F(FusedAttentionOn, Bfloat16InputsFollowTheFormulaAndItsGradients) {
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
   for (int threads : {1, 2}) {
     ThreadCount tc(threads);
     for (const auto& c : kCases) {

@@ -40,8 +40,8 @@ double bf16_tolerance(const torch::Tensor& expected, int64_t K) {
   return std::ldexp(expected.abs().max().item<double>(), -8) + float_tolerance(expected, K);
 }
 // What a product a b may differ from the formula by. On oneDNN: its float sums, and one rounding for a bfloat16
-// output. Through LibTorch (no oneDNN linked, or a CPU without AVX-512), LibTorch's own bfloat16 kernels, which at
-// small sizes round partial sums as well: bounded by 2^-7 of the sum of the terms' magnitudes.
+// output. Through LibTorch (a build without oneDNN, on a CPU with bf16 instructions), LibTorch's own bfloat16
+// kernels, which at small sizes round partial sums as well: bounded by 2^-7 of the sum of the terms' magnitudes.
 double product_tolerance(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& expected, bool bf16_out) {
   const int64_t K = a.size(-1);
   if (!dnnl_matmul_active()) return std::ldexp(product_formula(a.abs(), b.abs()).max().item<double>(), -7);
@@ -60,6 +60,7 @@ struct Bf16Autocast {
 }  // namespace
 
 TEST(Bf16Products, MatchTheFormulaForEveryLayoutAndOutputType) {
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
   torch::manual_seed(3);
   for (int threads : {1, 2}) {
     ThreadCount tc(threads);
@@ -95,6 +96,7 @@ TEST(Bf16Products, AnEmptySumIsTheBiasAlone) {
 }
 
 TEST_F(FusedOn, LinearUnderBf16AutocastMatchesTheFormulaForwardAndBackward) {
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
   torch::manual_seed(4);
   for (bool with_bias : {false, true}) {
     for (auto x_type : {torch::kBFloat16, torch::kFloat}) {
