@@ -198,6 +198,12 @@ std::string cpu_line(const json& r) {
          std::to_string(cpu.value("cores", 0)) + " usable cores; " + (flags.empty() ? "no AVX-512" : flags) + ")\n";
 }
 
+// The fp32 kernels: OpenBLAS's choice by CPU model, or OPENBLAS_CORETYPE's; "" when the result has none.
+static std::string blas_line(const json& r) {
+  const std::string core = r.value("blas_core", std::string());
+  return core.empty() ? "" : "  blas   OpenBLAS " + core + " kernels (fp32 matmuls)\n";
+}
+
 std::string format_benchmark(const json& r) {
   std::ostringstream out;
   char buf[1024];
@@ -213,10 +219,7 @@ std::string format_benchmark(const json& r) {
                 r["ms_per_step_p90"].get<double>(), r["eval_tokens_per_s"].get<double>(), r["val_loss"].get<double>(),
                 r["steps"].get<int>() + r["warmup"].get<int>(), r["peak_rss_mb"].get<double>(),
                 r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());
-  out << buf << cpu_line(r);
-  // The fp32 kernels: OpenBLAS's choice by CPU model, or OPENBLAS_CORETYPE's.
-  if (r.contains("blas_core") && !r["blas_core"].get<std::string>().empty())
-    out << "  blas   OpenBLAS " << r["blas_core"].get<std::string>() << " kernels (fp32 matmuls)\n";
+  out << buf << cpu_line(r) << blas_line(r);
   return out.str();
 }
 
@@ -269,10 +272,7 @@ std::string format_generation_benchmark(const json& r) {
                 a["tokens_per_s"].get<double>(), static_cast<long long>(a["cached_steps"].get<int64_t>()),
                 static_cast<long long>(a["recompute_steps"].get<int64_t>()), b["tokens_per_s"].get<double>(),
                 a["tokens_per_s"].get<double>() / b["tokens_per_s"].get<double>(), r["same_tokens"].get<bool>() ? "yes" : "NO");
-  std::string out = buf + cpu_line(r);
-  if (r.contains("blas_core") && !r["blas_core"].get<std::string>().empty())
-    out += "  blas   OpenBLAS " + r["blas_core"].get<std::string>() + " kernels (fp32 matmuls)\n";
-  return out;
+  return buf + cpu_line(r) + blas_line(r);
 }
 
 }  // namespace poslab

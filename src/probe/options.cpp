@@ -109,6 +109,12 @@ json probe_options_to_json(const ProbeOptions& o) {
   return j;
 }
 
+ResolvedPasskey resolved_passkey(const ProbeOptions& o, const Config& c) {
+  const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
+  return {digits, passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
+                                   c.model.block_size, digits)};
+}
+
 std::vector<int> default_probe_lengths(const ProbeOptions& o, const Config& c) {
   if (o.task == "mqar" && c.data.kind == "task" && c.data.task == "mqar") {
     const int T = mqar_train_tokens(c);  // tokens, not the evaluator's items
@@ -151,14 +157,12 @@ std::string probe_file_differs(const json& file, const ProbeOptions& o, const Co
            (got_scaling.is_object() ? got_kind + " x" + got_scaling.value("factor", json()).dump() : std::string("none")) +
            ", not " + (scaling.kind == "none" ? std::string("none") : scaling.kind + " x" + json(scaling.factor).dump());
   if (o.task != "passkey") return "";
-  const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
+  const auto [digits, tmpl] = resolved_passkey(o, c);
   if (file.value("digits", 0) != digits) return "digits " + file.value("digits", json()).dump() + ", not " + std::to_string(digits);
   if (file.value("haystack", std::string()) != o.haystack)
     return "haystack " + file.value("haystack", std::string("unset")) + ", not " + o.haystack;
-  const std::string tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
-                                            c.model.block_size, digits).name;
-  if (file.value("template", std::string()) != tmpl)
-    return "template " + file.value("template", std::string("unset")) + ", not " + tmpl;
+  if (file.value("template", std::string()) != tmpl.name)
+    return "template " + file.value("template", std::string("unset")) + ", not " + tmpl.name;
   std::set<double> got_depths;
   bool got_controls = false;
   for (const auto& r : rows) {

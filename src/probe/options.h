@@ -50,6 +50,15 @@ nlohmann::json probe_options_to_json(const ProbeOptions& o);
 // mqar on a run trained on mqar, 1, 2, 4 and 8 times its training length in tokens.
 std::vector<int> default_probe_lengths(const ProbeOptions& o, const Config& c);
 
+// The passkey's key digits and template: the probe's own where given, else the run's data.probes.passkey
+// (the template's "auto" resolved against the run's block_size).
+struct PasskeyTemplate;
+struct ResolvedPasskey {
+  int digits;
+  const PasskeyTemplate& tmpl;
+};
+ResolvedPasskey resolved_passkey(const ProbeOptions& o, const Config& c);
+
 // What a probe file (RUN/probe-TASK.json) of run config `c` records otherwise than options `o` would write it
 // ("trials 40, not 50"), each unset option taken as the run's default; "" when it is that probe. Its rope
 // scaling is compared with the run's eval.rope_scaling (or the scaling it trained with).

@@ -142,14 +142,10 @@ std::string text_haystack_refusal(const Config& c) {
 }
 
 void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const ProbeOptions& o) {
-  const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
-  const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
-                                      c.model.block_size, digits);
+  const auto [digits, tmpl] = resolved_passkey(o, c);
   if (tok.is_sentencepiece()) {
     // Pieces: each part of the document is encoded on its own and the key one piece per digit.
-    if (o.haystack == "text")
-      throw ConfigError("--haystack text: a SentencePiece run takes the noise haystack (the text haystack cuts held-out "
-                        "text at sentence boundaries, which are characters; --haystack noise)");
+    if (o.haystack == "text") throw ConfigError("--haystack text: " + text_haystack_refusal(c) + " (--haystack noise)");
     try {
       encode_key(tok, "0123456789");
     } catch (const ConfigError& e) {
@@ -178,9 +174,7 @@ void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const P
 
 static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
   check_passkey_vocabulary(tok, c, o);
-  const int digits = o.digits > 0 ? o.digits : c.data.probes.passkey.digits;
-  const auto& tmpl = passkey_template(o.template_name.empty() ? c.data.probes.passkey.template_name : o.template_name,
-                                      c.model.block_size, digits);
+  const auto [digits, tmpl] = resolved_passkey(o, c);
   Haystack text;
   if (o.haystack == "text") {
     if (const std::string why = text_haystack_refusal(c); !why.empty())
