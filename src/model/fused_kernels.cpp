@@ -1,5 +1,5 @@
-// The fused CPU ops' element loops, in float arithmetic whatever the storage type. Built with
-// -fno-math-errno (CMakeLists.txt) and for AVX-512, AVX2+FMA and baseline x86-64, picked at load time:
+// The fused CPU ops' element loops, in float arithmetic whatever the storage type. Built with -fno-math-errno
+// and -fno-trapping-math (CMakeLists.txt) and for AVX-512, AVX2+FMA and baseline x86-64, picked at load time:
 // one binary for every machine, and LibTorch 1.13's own kernels run at AVX2 (its default capability).
 #include "model/fused_kernels.h"
 
