@@ -157,7 +157,9 @@ std::string probe_file_differs(const json& file, const ProbeOptions& o, const Co
            (got_scaling.is_object() ? got_kind + " x" + got_scaling.value("factor", json()).dump() : std::string("none")) +
            ", not " + (scaling.kind == "none" ? std::string("none") : scaling.kind + " x" + json(scaling.factor).dump());
   if (o.task != "passkey") return "";
-  const auto [digits, tmpl] = resolved_passkey(o, c);
+  const ResolvedPasskey passkey = resolved_passkey(o, c);
+  const int digits = passkey.digits;
+  const PasskeyTemplate& tmpl = passkey.tmpl;
   if (file.value("digits", 0) != digits) return "digits " + file.value("digits", json()).dump() + ", not " + std::to_string(digits);
   if (file.value("haystack", std::string()) != o.haystack)
     return "haystack " + file.value("haystack", std::string("unset")) + ", not " + o.haystack;

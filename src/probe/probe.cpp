@@ -142,7 +142,9 @@ std::string text_haystack_refusal(const Config& c) {
 }
 
 void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const ProbeOptions& o) {
-  const auto [digits, tmpl] = resolved_passkey(o, c);
+  const ResolvedPasskey passkey = resolved_passkey(o, c);
+  const int digits = passkey.digits;
+  const PasskeyTemplate& tmpl = passkey.tmpl;
   if (tok.is_sentencepiece()) {
     // Pieces: each part of the document is encoded on its own and the key one piece per digit.
     if (o.haystack == "text") throw ConfigError("--haystack text: " + text_haystack_refusal(c) + " (--haystack noise)");
@@ -174,7 +176,9 @@ void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const P
 
 static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
   check_passkey_vocabulary(tok, c, o);
-  const auto [digits, tmpl] = resolved_passkey(o, c);
+  const ResolvedPasskey passkey = resolved_passkey(o, c);
+  const int digits = passkey.digits;
+  const PasskeyTemplate& tmpl = passkey.tmpl;
   Haystack text;
   if (o.haystack == "text") {
     if (const std::string why = text_haystack_refusal(c); !why.empty())
