@@ -8,7 +8,7 @@ Same model (scripts/reference/poslab_ref.py), same data (poslab_data.py: the Spl
 so the same seed gives the same batches), same initial weights (same torch.manual_seed and
 construction order), same optimizer setup (AdamW, decay only on >=2-dim non-embedding params),
 learning-rate schedule (src/train/schedule.h) and gradient clipping as poslab; the loop is the
-plain nanoGPT loop on CPU: forward (under torch.autocast('cpu', bfloat16) for bf16), zero_grad,
+plain nanoGPT loop (on the CPU, or the GPU with --device cuda): forward (under torch.autocast for bf16), zero_grad,
 backward, clip, step.
 
 As `poslab bench`: W untimed warm-up steps (default 10), then N timed steps (default 50); a
@@ -77,10 +77,13 @@ def make_optimizer(model, t):
     return torch.optim.AdamW(groups, lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]))
 
 
+DEVICE = "cpu"  # --device
+
+
 def autocast(bf16):
     if bf16:
-        return torch.autocast(device_type="cpu", dtype=torch.bfloat16)
-    return torch.autocast(device_type="cpu", enabled=False)
+        return torch.autocast(device_type=DEVICE, dtype=torch.bfloat16)
+    return torch.autocast(device_type=DEVICE, enabled=False)
 
 
 def estimate_val_loss(model, corpus, config, bf16):
@@ -91,6 +94,7 @@ def estimate_val_loss(model, corpus, config, bf16):
     with torch.no_grad():
         for _ in range(t["eval_iters"]):
             x, y = corpus.batch("val", t["batch_size"], rng)
+            x, y = x.to(DEVICE), y.to(DEVICE)
             with autocast(bf16):
                 logits = model(x)
             total += GPT.loss(logits, y).item()
@@ -114,6 +118,7 @@ def main():
                     "(default: train.threads)")
     ap.add_argument("--precision", choices=["fp32", "bf16", "auto"], default=None,
                     help="default: train.precision, auto resolved as poslab does")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where the model trains (default cpu)")
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--losses", action="store_true", help="also write every step's train loss to the JSON "
                     "(to compare with poslab's metrics.jsonl at train.log_interval=1)")
@@ -123,6 +128,10 @@ def main():
                     "(default: about ten lines)")
     args = ap.parse_args()
 
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch %s sees no CUDA device" % torch.__version__)
     config = poslab_data.load_config(args.config, args.sets)
     t = config["train"]
     if config["model"]["dropout"] > 0:
@@ -141,14 +150,17 @@ def main():
         torch.set_num_threads(threads)
     precision = args.precision or t["precision"]
     if precision == "auto":
-        precision = "bf16" if cpu_has_bf16() else "fp32"
+        precision = "bf16" if DEVICE == "cuda" or cpu_has_bf16() else "fp32"
     bf16 = precision == "bf16"
-    if bf16 and not cpu_has_bf16():
+    if DEVICE == "cuda":  # poslab's CUDA settings (src/util/runtime.cpp)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    elif bf16 and not cpu_has_bf16():
         print("warning: this CPU has no AVX512_BF16/AMX; bf16 runs emulated (poslab refuses it)", file=sys.stderr)
 
     corpus = poslab_data.make_corpus(config)
     torch.manual_seed(config["seed"])
-    model = GPT(config, vocab_size=corpus.vocab_size)
+    model = GPT(config, vocab_size=corpus.vocab_size).to(DEVICE)
     model.train()
     optimizer = make_optimizer(model, t)  # on the module's own parameters, which compile() shares
     forward = model
@@ -173,6 +185,9 @@ def main():
         for group in optimizer.param_groups:
             group["lr"] = lr
         x, y = corpus.batch("train", t["batch_size"], rng)
+        x, y = x.to(DEVICE), y.to(DEVICE)
+        if DEVICE == "cuda":  # the batch's copy is not the step's
+            torch.cuda.synchronize()
         t0 = time.perf_counter()
         with autocast(bf16):
             logits = forward(x)
@@ -182,6 +197,8 @@ def main():
         if t["grad_clip"] > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), t["grad_clip"])
         optimizer.step()
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         last_loss = loss.item()
         losses.append(last_loss)
@@ -211,7 +228,7 @@ def main():
         "val_loss": val_loss,
         "steps": args.steps,
         "warmup": warmup,
-        "device": "cpu",
+        "device": DEVICE,
         "threads": torch.get_num_threads(),
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "unset"),
         "precision": precision,

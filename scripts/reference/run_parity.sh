@@ -12,6 +12,7 @@ if [ $# -lt 1 ]; then
 fi
 POSLAB=$1
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# POSLAB_FIXTURE_DEVICE=cuda: poslab's side runs on the GPU (fp32, TF32 off), the twin on the CPU.
 # POSLAB_PARITY_PYTHON: a Python whose torch is the LibTorch poslab was built against (scripts/libtorch2/).
 if [ -n "${POSLAB_PARITY_PYTHON:-}" ]; then PY=$POSLAB_PARITY_PYTHON
 elif [ -x /usr/bin/python3 ]; then PY=/usr/bin/python3; else PY=python3; fi
@@ -77,7 +78,7 @@ for entry in $kinds; do
     name="$variant-$(printf '%s' "$entry" | tr ':=/' '_-_')"
     dir="$TMP/$name"
     if ! "$POSLAB" fixture --config "$TMP/$variant.json" --out "$dir" --batch 3 --pos-noise 0.3 \
-        "${sets[@]}" >"$TMP/$name.fixture.log" 2>&1; then
+        --device "${POSLAB_FIXTURE_DEVICE:-cpu}" "${sets[@]}" >"$TMP/$name.fixture.log" 2>&1; then
       cat "$TMP/$name.fixture.log"
       summary+="  [$variant] parity $entry: FAIL (poslab fixture failed)"$'\n'
       failed=1
