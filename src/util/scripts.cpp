@@ -2,6 +2,7 @@
 #include "util/scripts.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -69,20 +70,51 @@ std::string find_script(const std::string& relative) {
   return "";
 }
 
-int run_python_script(const std::string& script, const std::vector<std::string>& args) {
-  const std::string python = fs::exists("/usr/bin/python3") ? "/usr/bin/python3" : "python3";
-  std::vector<std::string> all = {python, script};
-  all.insert(all.end(), args.begin(), args.end());
+// Runs argv (argv[0] looked up on PATH) and waits; 127 when it cannot start, 128 + N when killed by signal N.
+// quiet: its stdout and stderr go to /dev/null.
+static int spawn_wait(std::vector<std::string> all, bool quiet) {
   std::vector<char*> argv;
   for (auto& a : all) argv.push_back(a.data());
   argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (quiet) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+  }
   pid_t pid = 0;
-  if (posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ) != 0) return 127;
+  const int spawned = posix_spawnp(&pid, all[0].c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (spawned != 0) return 127;
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) return 127;
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+}
+
+std::string choose_plot_python(const std::vector<std::string>& candidates) {
+  for (const auto& python : candidates)
+    if (spawn_wait({python, "-c", "import numpy, matplotlib"}, /*quiet=*/true) == 0) return python;
+  return candidates.empty() ? "python3" : candidates.front();
+}
+
+// Asked once per process: importing matplotlib takes a second.
+static const std::string& plot_python() {
+  static const std::string python = [] {
+    if (const char* env = std::getenv("POSLAB_PLOT_PYTHON"); env != nullptr && *env != '\0') return std::string(env);
+    std::vector<std::string> candidates;
+    if (fs::exists("/usr/bin/python3")) candidates.push_back("/usr/bin/python3");
+    candidates.push_back("python3");
+    return choose_plot_python(candidates);
+  }();
+  return python;
+}
+
+int run_python_script(const std::string& script, const std::vector<std::string>& args) {
+  std::vector<std::string> all = {plot_python(), script};
+  all.insert(all.end(), args.begin(), args.end());
+  return spawn_wait(all, /*quiet=*/false);
 }
 
 std::string plot_failure(int status) {

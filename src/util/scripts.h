@@ -1,6 +1,7 @@
 // The Python plotting scripts under scripts/: poslab computes the numbers and writes JSON,
 // matplotlib draws them. One place finds the scripts and runs them with an interpreter that has
-// numpy and matplotlib (Debian's /usr/bin/python3; pyenv's python3 on PATH may lack them).
+// numpy and matplotlib (Debian's /usr/bin/python3, where pyenv's python3 on PATH may lack them; python3 on
+// PATH where /usr/bin/python3 lacks them, as on CUDA images).
 #pragma once
 #include <string>
 #include <vector>
@@ -11,9 +12,13 @@ namespace poslab {
 // executable's bin/ (or beside the library's lib/); when run from the build directory (wherever it lives),
 // the source tree it was built from; scripts/ under the current directory. "" when none exists.
 std::string find_script(const std::string& relative);
-// Runs `python3 script args...` (no shell, so paths need no quoting); returns its exit status
-// (127 when the interpreter cannot start, 128 + N when killed by signal N).
+// Runs `PYTHON script args...` (no shell, so paths need no quoting); returns its exit status
+// (127 when the interpreter cannot start, 128 + N when killed by signal N). PYTHON: $POSLAB_PLOT_PYTHON, else
+// choose_plot_python({"/usr/bin/python3" where it exists, "python3"}).
 int run_python_script(const std::string& script, const std::vector<std::string>& args);
+// The first of `candidates` (paths, or names looked up on PATH) that imports numpy and matplotlib; else the
+// first, whose plot script then says what is missing.
+std::string choose_plot_python(const std::vector<std::string>& candidates);
 // The plot scripts' exit statuses (scripts/plots/__init__.py): no numpy or matplotlib, a file not written.
 constexpr int kPlotsNoMatplotlib = 3;
 constexpr int kPlotsWriteFailed = 4;
