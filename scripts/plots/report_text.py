@@ -157,7 +157,28 @@ def describe(res, groups):
             % (res.get("config", "?"), grid_txt, cells_txt, status_txt or "none",
                len(groups), "" if len(groups) == 1 else "s",
                ", ".join("`%s`" % k for k in (res.get("group_keys") or ["group"])), train_txt, lengths, unit,
-               metric_txt, noise_txt(res)))
+               metric_txt, noise_txt(res))) + machines_txt(res)
+
+
+def machine_txt(m):
+    """One machine of results.json's "machines": precision, device and CPU, as summary.json records them."""
+    precision = {"bf16": "bf16 autocast", "fp32": "fp32"}.get(m.get("precision"), "unknown precision")
+    cpu = m.get("cpu") or "an unrecorded CPU"
+    if m.get("device") == "cuda":
+        return "%s on a CUDA GPU (host CPU %s)" % (precision, cpu)
+    return "%s on the CPU %s" % (precision, cpu)
+
+
+def machines_txt(res):
+    """Which machines trained the cells: bf16 or fp32 and other kernels give other numbers (and speeds)."""
+    machines = res.get("machines") or []
+    if not machines:
+        return ""
+    if len(machines) == 1:
+        return " Trained with %s." % machine_txt(machines[0])
+    return (" Trained on %d machines, whose numbers and speeds differ (precision, kernels): %s." % (
+        len(machines), "; ".join("%s (%d cell%s)" % (machine_txt(m), m.get("cells", 0),
+                                                    "" if m.get("cells", 0) == 1 else "s") for m in machines)))
 
 
 def probe_failures_txt(res):

@@ -184,19 +184,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"mfu", achieved / peak}};
 }
 
-std::string cpu_line(const json& r) {
-  if (!r.contains("cpu")) return "";
-  const auto& cpu = r["cpu"];
-  std::string flags;
-  for (const auto& f : cpu.value("flags", json::array())) {
-    const auto name = f.get<std::string>();
-    if (name == "avx512f" || name.find("bf16") != std::string::npos || name.rfind("amx", 0) == 0)
-      flags += (flags.empty() ? "" : " ") + name;
-  }
-  return "  cpu    " + cpu.value("model_name", std::string("unknown")) + " (" + cpu.value("vendor", std::string("unknown")) +
-         " family " + cpu.value("family", std::string("?")) + " model " + cpu.value("model", std::string("?")) + ", " +
-         std::to_string(cpu.value("cores", 0)) + " usable cores; " + (flags.empty() ? "no AVX-512" : flags) + ")\n";
-}
+std::string cpu_line(const json& r) { return r.contains("cpu") ? "  cpu    " + describe_cpu(r["cpu"]) + "\n" : ""; }
 
 // The fp32 kernels: OpenBLAS's choice by CPU model, or OPENBLAS_CORETYPE's; "" when the result has none.
 static std::string blas_line(const json& r) {

@@ -12,6 +12,7 @@
 #include "train/run_dir.h"
 #include "util/csv.h"
 #include "util/files.h"
+#include "util/runtime.h"
 
 namespace poslab {
 using nlohmann::json;
@@ -22,6 +23,25 @@ struct Stats {
   std::vector<double> values;
   json mean() const { return summarize_values(values)["mean"]; }
 };
+
+// Which machines trained the cells: one entry per (device, precision, CPU) with its count of cells, in the
+// order first met. Results differ by machine (bf16 or fp32, other kernels), so the report names them all.
+static json machines_of(const json& cells) {
+  json machines = json::array();
+  std::set<std::string> dirs;  // a cell evaluated several ways (an eval grid) trained once
+  for (const auto& c : cells) {
+    if (c["device"].is_null() && c["precision"].is_null() && c["cpu"].is_null()) continue;  // not trained
+    if (!dirs.insert(c["dir"].get<std::string>()).second) continue;
+    auto same = std::find_if(machines.begin(), machines.end(), [&](const json& m) {
+      return m["device"] == c["device"] && m["precision"] == c["precision"] && m["cpu"] == c["cpu"];
+    });
+    if (same == machines.end())
+      machines.push_back({{"device", c["device"]}, {"precision", c["precision"]}, {"cpu", c["cpu"]}, {"cells", 1}});
+    else
+      (*same)["cells"] = (*same)["cells"].get<int>() + 1;
+  }
+  return machines;
+}
 
 // A cell's summary.json or eval.json: absent, null (not run yet, or not evaluated); present, it must parse and
 // hold what is read from it, or the cell would drop out of its row's mean without a word. `fix` says how to
@@ -134,8 +154,10 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
       if (error.empty() && failures.count(key)) error = failures.at(key);
     cell["status"] = !error.empty() ? "failed" : summary.is_object() ? summary.value("status", "unknown") : "not run";
     cell["error"] = !error.empty() ? json(error) : summary.is_object() && summary.contains("error") ? summary["error"] : json(nullptr);
-    for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss"})
+    for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss", "device", "precision"})
       cell[k] = summary.is_object() && summary.contains(k) ? summary[k] : json(nullptr);
+    // The CPU that trained it (runs written before summary.json recorded it have none).
+    cell["cpu"] = summary.is_object() && summary["cpu"].is_object() ? json(describe_cpu(summary["cpu"])) : json(nullptr);
     cells.push_back(cell);
     if (cell["status"] == "failed") failed_groups.insert(c.group);
     if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
@@ -209,7 +231,8 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
     }
   json results = {{"experiment", e.name}, {"config", e.path}, {"description", e.description},
                   {"grid", e.grid},       {"group_keys", group_keys}, {"lengths", lengths},
-                  {"cells", cells},       {"rows", rows},             {"scenario_keys", scenario_keys}};
+                  {"cells", cells},       {"rows", rows},             {"scenario_keys", scenario_keys},
+                  {"machines", machines_of(cells)}};
   if (!e.eval_grid.empty()) {
     json variants = json::object();
     for (const auto& v : e.eval_grid) variants[v.name] = v.overrides;

@@ -92,6 +92,7 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
   double last_val = NAN;
   std::string status = "done", error;
 
+  const json cpu = cpu_info();  // which machine trained it: results differ by CPU (bf16 or fp32, kernels)
   auto write_summary = [&](double seconds) {
     json s = {{"status", status},
               {"step", state.step},
@@ -103,7 +104,8 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
               {"wall_s", seconds},
               {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
               {"precision", rt.bf16 ? "bf16" : "fp32"},
-              {"threads", rt.threads}};
+              {"threads", rt.threads},
+              {"cpu", cpu}};
     if (!error.empty()) s["error"] = error;
     dist.add_stats(s, /*window=*/false);
     if (writes) write_file_atomic(paths.summary(), s.dump(2) + "\n");

@@ -44,6 +44,18 @@ nlohmann::json cpu_info() {
   return out;
 }
 
+std::string describe_cpu(const nlohmann::json& cpu) {
+  std::string flags;
+  for (const auto& f : cpu.value("flags", nlohmann::json::array())) {
+    const auto name = f.get<std::string>();
+    if (name == "avx512f" || name.find("bf16") != std::string::npos || name.rfind("amx", 0) == 0)
+      flags += (flags.empty() ? "" : " ") + name;
+  }
+  return cpu.value("model_name", std::string("unknown")) + " (" + cpu.value("vendor", std::string("unknown")) +
+         " family " + cpu.value("family", std::string("?")) + " model " + cpu.value("model", std::string("?")) + ", " +
+         std::to_string(cpu.value("cores", 0)) + " usable cores; " + (flags.empty() ? "no AVX-512" : flags) + ")";
+}
+
 bool cpu_has_bf16() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;

@@ -23,6 +23,9 @@ struct Runtime {
 bool cpu_has_bf16();
 // The CPU as benchmarks record it: vendor, family, model, model name, cores and the AVX2/AVX-512/AMX flags.
 nlohmann::json cpu_info();
+// cpu_info() in one line: "AMD EPYC (AuthenticAMD family 25 model 1, 2 usable cores; no AVX-512)", the flags
+// named where they choose kernels (avx512f, the bf16 and AMX ones).
+std::string describe_cpu(const nlohmann::json& cpu);
 // The CPUs this process may use (util/affinity.h): what compare's jobs and data-parallel ranks divide.
 int cpu_count();
 // OMP_NUM_THREADS as OpenMP reads it (its first number), or 0 when unset or not a positive integer.

@@ -313,6 +313,10 @@ expect_range "--n: must be a positive integer, got '0'" -- "$POSLAB" data -c ok.
 expect_range "--steps: must be a positive integer, got '0'" -- "$POSLAB" bench -c ok.json --steps 0
 expect_range "--batch: must be a positive integer, got '0'" -- "$POSLAB" fixture -c ok.json --out r6 --batch 0
 expect_fail 2 "--tag must not be empty" -- "$POSLAB" eval --run run --lengths 8 --tag ""
+if ! command -v nvidia-smi >/dev/null 2>&1; then  # the machines CI runs on have no GPU
+  expect_fail 2 "fixture --device cuda: no CUDA device is available" -- "$POSLAB" fixture -c ok.json --out r6 --device cuda
+fi
+expect_fail 2 "--device: tpu not in {cpu,cuda}" -- "$POSLAB" fixture -c ok.json --out r6 --device tpu
 check "nothing evaluated or written for refused eval flags" test ! -e run/eval.json -a ! -e r6
 # Other flags: checked before any work, named as typed, allowed values listed.
 expect_fail 2 "--kind: unknown encoding 'ropee' (allowed: none, index, binary" -- "$POSLAB" pe --kind ropee --positions 4 --dim 8

@@ -246,6 +246,22 @@ for kind in ("rope", "alibi"):
     assert json.load(open("out4/configs/kind=%s.json" % kind))["train"].get("threads", 0) == 0
 assert order("log6")[:2] == ["running", "kind=rope done"], order("log6")
 PY
+check "results.json names the machine that trained each cell, as its summary.json and /proc/cpuinfo say" \
+  /usr/bin/python3 - <<'PY'
+import json
+first = open("/proc/cpuinfo").read().split("\n\n")[0]
+info = dict((k.strip(), v.strip()) for k, _, v in (l.partition(":") for l in first.splitlines()))
+r = json.load(open("out3/results.json"))
+for c in r["cells"]:
+    s = json.load(open("out3/%s/summary.json" % c["dir"]))
+    assert s["cpu"]["model_name"] == info["model name"] and s["cpu"]["family"] == info["cpu family"], s["cpu"]
+    assert s["cpu"]["model"] == info["model"] and s["cpu"]["vendor"] == info["vendor_id"], s["cpu"]
+    assert set(s["cpu"]["flags"]) <= set(info["flags"].split()), s["cpu"]["flags"]
+    assert c["device"] == s["device"] == "cpu" and c["precision"] == s["precision"] == "fp32", (c, s)
+    assert c["cpu"].startswith(info["model name"] + " (" + info["vendor_id"] + " family " + info["cpu family"] +
+                               " model " + info["model"] + ", "), c["cpu"]
+assert r["machines"] == [{"device": "cpu", "precision": "fp32", "cpu": r["cells"][0]["cpu"], "cells": 2}], r["machines"]
+PY
 
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/plot_report.py" ]; then
   POSLAB_SCRIPTS="$ROOT/scripts" "$POSLAB" compare -c exp.json --out out > log4 2>&1
@@ -253,6 +269,7 @@ if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/pl
     check "$f written" test -s out/$f
   done
   check "the report shows the attention summary" grep -q "(attention.png)" out/report.md
+  check "the report names the machine" grep -q "Trained with .* on the CPU $(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ //; s/[][\\.*^$]/\\&/g')" out/report.md
   # Ctrl-C reaches the report script too: it ends quietly with 130, no traceback.
   timeout --preserve-status -s INT 0.3 /usr/bin/python3 "$ROOT/scripts/plot_report.py" out3 > int.log 2>&1
   status=$?

@@ -1,7 +1,7 @@
 """The report's sentences on hand-made results: an eval grid says how many models trained and how
 many results they gave, the first column is named after what the rows compare, the experiment file
-is called what it is, the ranking's fallback note is a whole sentence, and the scenarios are named by
-their keys even where a value holds ", ".
+is called what it is, the ranking's fallback note is a whole sentence, the scenarios are named by
+their keys even where a value holds ", ", and the machines that trained the cells are named.
 usage: report_text_check.py SCRIPTS_DIR"""
 import sys
 
@@ -42,4 +42,15 @@ res["grid"] = {"model.bias": [True, False], "model.pos_encoding.kind": ["rope", 
 text = report_text.describe(res, ["none", "yarn", "ntk"])
 assert "`model.bias` ∈ {true, false}" in text and "`model.pos_encoding.kind` ∈ {rope, alibi}" in text, text
 assert "True" not in text and "`train.learning_rate` ∈ {0.001}" in text, text
+# The machines that trained the cells: one named in a sentence; several named each with their count of cells.
+res["machines"] = [{"device": "cpu", "precision": "fp32", "cpu": "AMD EPYC (AuthenticAMD family 25 model 1)", "cells": 6}]
+text = report_text.describe(res, ["none", "yarn", "ntk"])
+assert text.endswith(" Trained with fp32 on the CPU AMD EPYC (AuthenticAMD family 25 model 1)."), text
+res["machines"].append({"device": "cuda", "precision": "bf16", "cpu": "Intel Xeon", "cells": 1})
+text = report_text.describe(res, ["none", "yarn", "ntk"])
+assert text.endswith(" Trained on 2 machines, whose numbers and speeds differ (precision, kernels): fp32 on the CPU "
+                     "AMD EPYC (AuthenticAMD family 25 model 1) (6 cells); bf16 autocast on a CUDA GPU (host CPU "
+                     "Intel Xeon) (1 cell)."), text
+res["machines"] = []  # results.json written before machines were recorded: nothing said
+assert "Trained" not in report_text.describe(res, ["none", "yarn", "ntk"])
 print("ok: report sentences")
