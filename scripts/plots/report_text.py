@@ -161,11 +161,11 @@ def describe(res, groups):
 
 
 def machine_txt(m):
-    """One machine of results.json's "machines": precision, device and CPU, as summary.json records them."""
+    """One machine of results.json's "machines": precision, device, CPU and GPU, as summary.json records them."""
     precision = {"bf16": "bf16 autocast", "fp32": "fp32"}.get(m.get("precision"), "unknown precision")
     cpu = m.get("cpu") or "an unrecorded CPU"
     if m.get("device") == "cuda":
-        return "%s on a CUDA GPU (host CPU %s)" % (precision, cpu)
+        return "%s on %s (host CPU %s)" % (precision, "the GPU " + m["gpu"] if m.get("gpu") else "a CUDA GPU", cpu)
     return "%s on the CPU %s" % (precision, cpu)
 
 

@@ -17,6 +17,7 @@
 #include "model/gpt.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
+#include "util/gpu_info.h"
 #include "util/runtime.h"
 
 namespace poslab {
@@ -159,6 +160,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
                       {"vocab_size", c.model.vocab_size}, {"pos_encoding", c.model.pos_encoding.kind}}},
           {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
           {"cpu", cpu_info()},
+          {"gpu", run_gpu_info(rt)},
           {"blas_core", blas_core_name()},
           {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                            std::to_string(TORCH_VERSION_PATCH)},
@@ -184,7 +186,11 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"mfu", achieved / peak}};
 }
 
-std::string cpu_line(const json& r) { return r.contains("cpu") ? "  cpu    " + describe_cpu(r["cpu"]) + "\n" : ""; }
+std::string cpu_line(const json& r) {
+  std::string out = r.contains("cpu") ? "  cpu    " + describe_cpu(r["cpu"]) + "\n" : "";
+  if (r.contains("gpu") && r["gpu"].is_object()) out += "  gpu    " + describe_gpu(r["gpu"]) + "\n";
+  return out;
+}
 
 // The fp32 kernels: OpenBLAS's choice by CPU model, or OPENBLAS_CORETYPE's; "" when the result has none.
 static std::string blas_line(const json& r) {
@@ -227,6 +233,7 @@ json run_generation_benchmark(const Config& input, int tokens) {
                           {"pos_encoding", c.model.pos_encoding.kind}}},
               {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
               {"cpu", cpu_info()},
+              {"gpu", run_gpu_info(rt)},
               {"blas_core", blas_core_name()},
               {"threads", rt.threads},
               {"prompt_tokens", prompt.size()},

@@ -12,6 +12,7 @@
 #include "train/run_dir.h"
 #include "util/csv.h"
 #include "util/files.h"
+#include "util/gpu_info.h"
 #include "util/runtime.h"
 
 namespace poslab {
@@ -24,7 +25,7 @@ struct Stats {
   json mean() const { return summarize_values(values)["mean"]; }
 };
 
-// Which machines trained the cells: one entry per (device, precision, CPU) with its count of cells, in the
+// Which machines trained the cells: one entry per (device, precision, CPU, GPU) with its count of cells, in the
 // order first met. Results differ by machine (bf16 or fp32, other kernels), so the report names them all.
 static json machines_of(const json& cells) {
   json machines = json::array();
@@ -33,10 +34,11 @@ static json machines_of(const json& cells) {
     if (c["device"].is_null() && c["precision"].is_null() && c["cpu"].is_null()) continue;  // not trained
     if (!dirs.insert(c["dir"].get<std::string>()).second) continue;
     auto same = std::find_if(machines.begin(), machines.end(), [&](const json& m) {
-      return m["device"] == c["device"] && m["precision"] == c["precision"] && m["cpu"] == c["cpu"];
+      return m["device"] == c["device"] && m["precision"] == c["precision"] && m["cpu"] == c["cpu"] && m["gpu"] == c["gpu"];
     });
     if (same == machines.end())
-      machines.push_back({{"device", c["device"]}, {"precision", c["precision"]}, {"cpu", c["cpu"]}, {"cells", 1}});
+      machines.push_back(
+          {{"device", c["device"]}, {"precision", c["precision"]}, {"cpu", c["cpu"]}, {"gpu", c["gpu"]}, {"cells", 1}});
     else
       (*same)["cells"] = (*same)["cells"].get<int>() + 1;
   }
@@ -156,8 +158,9 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
     cell["error"] = !error.empty() ? json(error) : summary.is_object() && summary.contains("error") ? summary["error"] : json(nullptr);
     for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss", "device", "precision"})
       cell[k] = summary.is_object() && summary.contains(k) ? summary[k] : json(nullptr);
-    // The CPU that trained it (runs written before summary.json recorded it have none).
+    // The CPU and GPU that trained it (runs written before summary.json recorded them have neither).
     cell["cpu"] = summary.is_object() && summary["cpu"].is_object() ? json(describe_cpu(summary["cpu"])) : json(nullptr);
+    cell["gpu"] = summary.is_object() && summary["gpu"].is_object() ? json(describe_gpu(summary["gpu"])) : json(nullptr);
     cells.push_back(cell);
     if (cell["status"] == "failed") failed_groups.insert(c.group);
     if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);

@@ -147,7 +147,6 @@ void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const P
   const PasskeyTemplate& tmpl = passkey.tmpl;
   if (tok.is_sentencepiece()) {
     // Pieces: each part of the document is encoded on its own and the key one piece per digit.
-    if (o.haystack == "text") throw ConfigError("--haystack text: " + text_haystack_refusal(c) + " (--haystack noise)");
     try {
       encode_key(tok, "0123456789");
     } catch (const ConfigError& e) {
@@ -175,14 +174,15 @@ void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const P
 }
 
 static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o, const Runtime& rt) {
+  if (o.haystack == "text")  // first: the vocabulary is checked for the haystack that will be used
+    if (const std::string why = text_haystack_refusal(c); !why.empty())
+      throw ConfigError("--haystack text: " + why + " (--haystack noise)");
   check_passkey_vocabulary(tok, c, o);
   const ResolvedPasskey passkey = resolved_passkey(o, c);
   const int digits = passkey.digits;
   const PasskeyTemplate& tmpl = passkey.tmpl;
   Haystack text;
   if (o.haystack == "text") {
-    if (const std::string why = text_haystack_refusal(c); !why.empty())
-      throw ConfigError("--haystack text: " + why + " (--haystack noise)");
     auto corpus = make_corpus(c, tok);
     const auto& val_corpus = static_cast<const TextCorpus&>(*corpus);
     const int64_t n = val_corpus.split_tokens(Split::Val);

@@ -92,7 +92,8 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
   double last_val = NAN;
   std::string status = "done", error;
 
-  const json cpu = cpu_info();  // which machine trained it: results differ by CPU (bf16 or fp32, kernels)
+  // Which machine trained it: results differ by CPU (bf16 or fp32, kernels) and GPU.
+  const json cpu = cpu_info(), gpu = run_gpu_info(rt);
   auto write_summary = [&](double seconds) {
     json s = {{"status", status},
               {"step", state.step},
@@ -105,7 +106,8 @@ static TrainResult run_loop(const Config& c, const Corpus& corpus, const std::st
               {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
               {"precision", rt.bf16 ? "bf16" : "fp32"},
               {"threads", rt.threads},
-              {"cpu", cpu}};
+              {"cpu", cpu},
+              {"gpu", gpu}};
     if (!error.empty()) s["error"] = error;
     dist.add_stats(s, /*window=*/false);
     if (writes) write_file_atomic(paths.summary(), s.dump(2) + "\n");

@@ -13,6 +13,7 @@
 
 #include "model/fused_ops.h"
 #include "util/affinity.h"
+#include "util/gpu_info.h"
 
 namespace poslab {
 
@@ -54,6 +55,10 @@ std::string describe_cpu(const nlohmann::json& cpu) {
   return cpu.value("model_name", std::string("unknown")) + " (" + cpu.value("vendor", std::string("unknown")) +
          " family " + cpu.value("family", std::string("?")) + " model " + cpu.value("model", std::string("?")) + ", " +
          std::to_string(cpu.value("cores", 0)) + " usable cores; " + (flags.empty() ? "no AVX-512" : flags) + ")";
+}
+
+nlohmann::json run_gpu_info(const Runtime& rt) {
+  return rt.device.is_cuda() ? gpu_info(rt.device.has_index() ? rt.device.index() : 0) : nlohmann::json(nullptr);
 }
 
 bool cpu_has_bf16() {

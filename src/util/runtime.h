@@ -26,6 +26,8 @@ nlohmann::json cpu_info();
 // cpu_info() in one line: "AMD EPYC (AuthenticAMD family 25 model 1, 2 usable cores; no AVX-512)", the flags
 // named where they choose kernels (avx512f, the bf16 and AMX ones).
 std::string describe_cpu(const nlohmann::json& cpu);
+// The GPU of rt's device (util/gpu_info.h: name, memory, compute capability); null on the CPU.
+nlohmann::json run_gpu_info(const Runtime& rt);
 // The CPUs this process may use (util/affinity.h): what compare's jobs and data-parallel ranks divide.
 int cpu_count();
 // OMP_NUM_THREADS as OpenMP reads it (its first number), or 0 when unset or not a positive integer.

@@ -260,7 +260,9 @@ for c in r["cells"]:
     assert c["device"] == s["device"] == "cpu" and c["precision"] == s["precision"] == "fp32", (c, s)
     assert c["cpu"].startswith(info["model name"] + " (" + info["vendor_id"] + " family " + info["cpu family"] +
                                " model " + info["model"] + ", "), c["cpu"]
-assert r["machines"] == [{"device": "cpu", "precision": "fp32", "cpu": r["cells"][0]["cpu"], "cells": 2}], r["machines"]
+    assert s["gpu"] is None and c["gpu"] is None, (s["gpu"], c["gpu"])  # trained on the CPU
+assert r["machines"] == [{"device": "cpu", "precision": "fp32", "cpu": r["cells"][0]["cpu"], "gpu": None, "cells": 2}], \
+    r["machines"]
 PY
 
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/plot_report.py" ]; then

@@ -46,11 +46,14 @@ assert "True" not in text and "`train.learning_rate` ∈ {0.001}" in text, text
 res["machines"] = [{"device": "cpu", "precision": "fp32", "cpu": "AMD EPYC (AuthenticAMD family 25 model 1)", "cells": 6}]
 text = report_text.describe(res, ["none", "yarn", "ntk"])
 assert text.endswith(" Trained with fp32 on the CPU AMD EPYC (AuthenticAMD family 25 model 1)."), text
-res["machines"].append({"device": "cuda", "precision": "bf16", "cpu": "Intel Xeon", "cells": 1})
+res["machines"].append({"device": "cuda", "precision": "bf16", "cpu": "Intel Xeon", "gpu": "NVIDIA H200 (143771 MB, "
+                        "compute capability 9.0)", "cells": 1})
 text = report_text.describe(res, ["none", "yarn", "ntk"])
 assert text.endswith(" Trained on 2 machines, whose numbers and speeds differ (precision, kernels): fp32 on the CPU "
-                     "AMD EPYC (AuthenticAMD family 25 model 1) (6 cells); bf16 autocast on a CUDA GPU (host CPU "
-                     "Intel Xeon) (1 cell)."), text
+                     "AMD EPYC (AuthenticAMD family 25 model 1) (6 cells); bf16 autocast on the GPU NVIDIA H200 (143771 "
+                     "MB, compute capability 9.0) (host CPU Intel Xeon) (1 cell)."), text
+res["machines"][1]["gpu"] = None  # a GPU run without a recorded name
+assert "bf16 autocast on a CUDA GPU (host CPU Intel Xeon) (1 cell)." in report_text.describe(res, ["none"]), res
 res["machines"] = []  # results.json written before machines were recorded: nothing said
 assert "Trained" not in report_text.describe(res, ["none", "yarn", "ntk"])
 print("ok: report sentences")

@@ -1,11 +1,13 @@
-// Choosing the Python that draws the plots: the first candidate that imports numpy and matplotlib,
-// tried with stand-in interpreters (shell scripts) that can or cannot import them.
+// What poslab learns of its machine for its outputs: the Python that draws the plots (the first candidate
+// that imports numpy and matplotlib, tried with stand-in interpreters that can or cannot), and the GPU line.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 
+#include "util/gpu_info.h"
 #include "util/scripts.h"
 
 namespace fs = std::filesystem;
@@ -41,4 +43,18 @@ TEST(PlotPython, TheFirstCandidateThatImportsNumpyAndMatplotlib) {
   EXPECT_EQ(poslab::choose_plot_python({without, without2}), without);
   EXPECT_EQ(poslab::choose_plot_python({}), "python3");
   fs::remove_all(dir);
+}
+
+// The GPU line summary.json and bench record: written out field by field from the driver's answers; a machine
+// without the CUDA driver (libcuda.so.1) has no GPU to name.
+TEST(GpuInfo, OneLineFromItsFieldsAndNoneWithoutADriver) {
+  const nlohmann::json h200 = {{"name", "NVIDIA H200"}, {"memory_mb", 143771}, {"capability", "9.0"}};
+  EXPECT_EQ(poslab::describe_gpu(h200), "NVIDIA H200 (143771 MB, compute capability 9.0)");
+  EXPECT_EQ(poslab::describe_gpu(nullptr), "");
+  void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (driver != nullptr) {
+    ::dlclose(driver);
+    GTEST_SKIP() << "this machine has the CUDA driver";
+  }
+  EXPECT_TRUE(poslab::gpu_info(0).is_null());
 }
