@@ -186,7 +186,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"mfu", achieved / peak}};
 }
 
-std::string cpu_line(const json& r) {
+std::string machine_lines(const json& r) {
   std::string out = r.contains("cpu") ? "  cpu    " + describe_cpu(r["cpu"]) + "\n" : "";
   if (r.contains("gpu") && r["gpu"].is_object()) out += "  gpu    " + describe_gpu(r["gpu"]) + "\n";
   return out;
@@ -213,7 +213,7 @@ std::string format_benchmark(const json& r) {
                 r["ms_per_step_p90"].get<double>(), r["eval_tokens_per_s"].get<double>(), r["val_loss"].get<double>(),
                 r["steps"].get<int>() + r["warmup"].get<int>(), r["peak_rss_mb"].get<double>(),
                 r["achieved_gflops"].get<double>(), r["matmul_peak_gflops"].get<double>(), 100 * r["mfu"].get<double>());
-  out << buf << cpu_line(r) << blas_line(r);
+  out << buf << machine_lines(r) << blas_line(r);
   return out.str();
 }
 
@@ -267,7 +267,7 @@ std::string format_generation_benchmark(const json& r) {
                 a["tokens_per_s"].get<double>(), static_cast<long long>(a["cached_steps"].get<int64_t>()),
                 static_cast<long long>(a["recompute_steps"].get<int64_t>()), b["tokens_per_s"].get<double>(),
                 a["tokens_per_s"].get<double>() / b["tokens_per_s"].get<double>(), r["same_tokens"].get<bool>() ? "yes" : "NO");
-  return buf + cpu_line(r) + blas_line(r);
+  return buf + machine_lines(r) + blas_line(r);
 }
 
 }  // namespace poslab

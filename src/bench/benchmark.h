@@ -19,9 +19,10 @@ struct BenchOptions {
 double flops_per_token(int64_t params, const ModelConfig& m);
 nlohmann::json run_benchmark(const Config& config, const BenchOptions& options);
 std::string format_benchmark(const nlohmann::json& result);
-// The "  cpu ..." line of a result's table: model name, vendor, family, model, usable cores and the flags that
-// choose kernels (AVX-512, bf16, AMX), so that figures from two machines are never read as one.
-std::string cpu_line(const nlohmann::json& result);
+// The "  cpu ..." line of a result's table (model name, vendor, family, model, usable cores and the flags that
+// choose kernels: AVX-512, bf16, AMX) and, on CUDA, the "  gpu ..." line, so that figures from two machines are
+// never read as one.
+std::string machine_lines(const nlohmann::json& result);
 
 // `poslab bench --generate N`: greedy generation of N tokens (batch 1, a 16-token prompt from the
 // validation split, the config's model at its initialisation), timed with the KV cache and with a
