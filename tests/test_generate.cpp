@@ -74,6 +74,26 @@ TEST_P(EveryKindCached, ChunkedPrefillMatchesFullForward) {
   EXPECT_LT(worst, 1e-4) << kind;
 }
 
+TEST_P(EveryKindCached, BlockedPrefillMatchesFullForward) {
+  // A prefill past the attention budget runs in query blocks (here forced to 4 queries); the cache it
+  // leaves must serve the next tokens as a whole prefill's does. The reference attends whole.
+  const auto kind = GetParam();
+  auto model = variant_model(kind);
+  torch::InferenceMode guard;
+  auto idx = torch::randint(0, 11, {2, 16}, torch::kLong);  // (B, T)
+  model->query_block = 0;
+  auto full = model->forward(idx);  // (B, T, V), whole attention: T is far under the budget
+  model->query_block = 4;
+  KVCache cache(2);
+  auto prefill = model->forward_cached(idx.slice(1, 0, 13), cache);  // (B, 13, V), blocks of 4, 4, 4, 1
+  EXPECT_EQ(model->last_query_block, 4) << "the prefill ran in blocks";
+  auto next = model->forward_cached(idx.slice(1, 13), cache);        // (B, 3, V) against the cached keys
+  model->query_block = 0;
+  EXPECT_EQ(cache.length, 16);
+  const double worst = (torch::cat({prefill, next}, 1) - full).abs().max().item<double>();
+  EXPECT_LT(worst, 1e-4) << kind;
+}
+
 static std::vector<std::string> kinds_and_variants() {
   auto out = encoding_kinds();
   out.push_back("rope_half");  // rotary_fraction 0.5

@@ -226,6 +226,12 @@ TEST(ProbeScoring, CachedEqualsRecomputedAndTeacherForcing) {
     Runtime rt;
     auto a = score_keys(model, docs, 3, rt, /*allow_cache=*/true);
     auto b = score_keys(model, docs, 3, rt, /*allow_cache=*/false);
+    model->query_block = 8;  // the prefill in query blocks, as a long document's runs
+    auto c = score_keys(model, docs, 3, rt, /*allow_cache=*/true);
+    model->query_block = 0;
+    EXPECT_EQ(c.exact, a.exact) << kind;
+    EXPECT_DOUBLE_EQ(c.digit_hits, a.digit_hits) << kind;
+    EXPECT_NEAR(c.logprob_sum, a.logprob_sum, 1e-3) << kind;
     EXPECT_EQ(a.trials, 9);
     EXPECT_EQ(a.exact, b.exact) << kind;
     EXPECT_DOUBLE_EQ(a.digit_hits, b.digit_hits) << kind;

@@ -256,6 +256,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   // Built once per forward and shared by every layer, as the strategy module itself is.
   AttentionBias bias;
   const int64_t block = query_block_for(B, T);
+  last_query_block = block;
   if (block < T) {
     bias.query_block = block;
     bias.rows = [this, &positions](int64_t q0, int64_t q1) {
@@ -278,12 +279,24 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cac
   const auto opts = torch::TensorOptions().dtype(torch::kLong).device(idx_new.device());
   const auto positions = torch::arange(past, past + T, opts);  // (T_new,): the new tokens' true positions
   auto x = drop(pos->embed(wte(idx_new), positions));          // (B, T_new, C)
-  // The new queries' rows of the bias against every key, cached or new: built per call, since a
-  // bias row depends on the query's position (ALiBi's -m (i - j) is not a function of T alone).
   AttentionBias bias;
-  bias.whole = masked_bias(positions, torch::arange(past + T, opts));  // (T_new, T_all) or (H, T_new, T_all)
-  // The fused kernels' is_causal aligns the mask top-left, wrong once the queries start past 0.
-  bias.causal_only = bias.whole.dim() == 2 && past == 0;
+  // A prefill whose scores would pass the attention budget runs in query blocks, as forward() does: a
+  // 100,000-token prompt then fills the cache in linear memory. Its keys are its own queries' (past 0),
+  // which is what the blocks assume.
+  const int64_t block = past == 0 ? query_block_for(idx_new.size(0), T) : T;
+  last_query_block = block;
+  if (block < T) {
+    bias.query_block = block;
+    bias.rows = [this, &positions](int64_t q0, int64_t q1) {
+      return pos->bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));  // (H, q1 - q0, q1) or undefined
+    };
+  } else {
+    // The new queries' rows of the bias against every key, cached or new: built per call, since a
+    // bias row depends on the query's position (ALiBi's -m (i - j) is not a function of T alone).
+    bias.whole = masked_bias(positions, torch::arange(past + T, opts));  // (T_new, T_all) or (H, T_new, T_all)
+    // The fused kernels' is_causal aligns the mask top-left, wrong once the queries start past 0.
+    bias.causal_only = bias.whole.dim() == 2 && past == 0;
+  }
   torch::Tensor pending;
   for (size_t i = 0; i < h->size(); ++i)
     std::tie(x, pending) = (*h)[i]->as<Block>()->forward(x, pending, positions, bias, &cache.layers[i]);

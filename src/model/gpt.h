@@ -118,6 +118,8 @@ struct GPTImpl : torch::nn::Module {
   int64_t query_block = 0;
   // Queries per attention block for a forward over (B, T) tokens; T when attention runs whole.
   int64_t query_block_for(int64_t B, int64_t T) const;
+  // The block the last forward or forward_cached attended in (its T when whole): what tests observe.
+  int64_t last_query_block = 0;
 
   ModelConfig config;
   torch::nn::Embedding wte{nullptr};

@@ -24,9 +24,10 @@
 namespace poslab {
 using nlohmann::json;
 
-// Scores of a prefill over (B, T) tokens with attention whole fit this many bytes: beyond it the
-// probe recomputes through forward(), whose attention runs in query blocks.
-static constexpr int64_t kPrefillBudget = int64_t{256} << 20;
+// Decoding with the KV cache while a document's cache fits this many bytes: its prefill runs in query
+// blocks past the attention budget (GPT::forward_cached), so only the cache itself grows with the
+// length. Beyond it (a wide, deep model at a long length) the probe recomputes every digit through forward().
+static constexpr int64_t kCacheBudget = int64_t{1} << 30;
 // Documents per chunk: as many as keep a chunk's scores within this many bytes, so that its passes
 // over them stay near the cache. The main job's probe (2-layer model, 64-512 tokens) ran in 2.7-2.9 s
 // at 32 MiB against 3.4 s when chunks filled the whole 256 MiB, with the same results (16 MiB alike;
@@ -45,7 +46,9 @@ KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, cons
   const int64_t N = docs.size(0), L = docs.size(1) - 1, P = L + 1 - digits;  // P: prompt tokens
   const auto& m = model->config;
   const int64_t row_bytes = int64_t{m.n_head} * L * L * 4 * 2 + L * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
-  const bool cache = allow_cache && model->pos->kv_cacheable(L) && row_bytes <= kPrefillBudget;
+  // Keys and values of every layer in fp32, for a document's greedy and teacher-forced rows.
+  const int64_t cache_bytes = int64_t{16} * m.n_layer * m.n_embd * L;
+  const bool cache = allow_cache && model->pos->kv_cacheable(L) && cache_bytes <= kCacheBudget;
   const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(64, kChunkBudget / std::max<int64_t>(1, row_bytes)));
   for (int64_t b0 = 0; b0 < N; b0 += rows) {
     auto chunk = docs.slice(0, b0, std::min(N, b0 + rows)).to(rt.device);  // (B, L+1)
