@@ -125,3 +125,25 @@ TEST(RopeScaling, RefusedWhereItCannotApply) {
   EXPECT_THROW(rope->set_rope_scaling({"yarn", 2.0, 0}), ConfigError);     // no original length
   EXPECT_THROW(rope->set_rope_scaling({"stretch", 2.0, 32}), ConfigError);
 }
+
+TEST(RopeScaling, NtkRefusedWithOneRotatedPair) {
+  // NTK-aware scaling keeps the first (highest) frequency: with a single rotated pair it would change nothing.
+  // From the formula: base' = base * s^(d / (d - 2)) is infinite at d = 2, and inv_freq_0 = base'^0 = 1 either way.
+  PosEncodingConfig pc;
+  pc.kind = "rope";
+  pc.rotary_fraction = 0.25;  // a head of 8: 2 dims rotate
+  auto one_pair = make_positional({pc, /*n_embd=*/16, /*n_head=*/2, /*block_size=*/32});
+  for (const char* kind : {"ntk", "dynamic_ntk"}) {
+    try {
+      one_pair->set_rope_scaling({kind, 4.0, 32});
+      ADD_FAILURE() << kind << " with one rotated pair was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("one pair"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(one_pair->set_rope_scaling({"linear", 4.0, 32}));  // linear divides every frequency, the one pair's too
+  EXPECT_NO_THROW(one_pair->set_rope_scaling({"yarn", 4.0, 32}));
+  pc.rotary_fraction = 0.5;  // 4 dims: the second pair's frequency moves
+  auto two_pairs = make_positional({pc, 16, 2, 32});
+  EXPECT_NO_THROW(two_pairs->set_rope_scaling({"ntk", 4.0, 32}));
+}

@@ -113,6 +113,12 @@ void RotaryEncodingImpl::set_rope_scaling(const RopeScaling& scaling) {
   } catch (const std::invalid_argument& e) {
     throw ConfigError(e.what());
   }
+  // NTK-aware scaling keeps the highest frequency, the first pair's, and spreads the others: with one rotated
+  // pair there are no others (the base's exponent d / (d - 2) divides by zero and the table comes out as it was).
+  if ((scaling.kind == "ntk" || scaling.kind == "dynamic_ntk") && rot_dims_ == 2)
+    throw ConfigError("rope scaling '" + scaling.kind + "': the encoding rotates one pair of dimensions, whose frequency " +
+                      scaling.kind + " keeps, so it would change nothing; use linear or yarn, or rotate more dimensions " +
+                      "(a larger model.pos_encoding.rotary_fraction or head)");
   std::lock_guard<std::mutex> lock(cache_mutex_);
   scaling_ = scaling;
   cos_ = sin_ = torch::Tensor();  // rebuilt with the new frequencies
