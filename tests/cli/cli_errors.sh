@@ -53,6 +53,8 @@ expect_fail 2 "$PE.num_buckets must be an integer" -- "$POSLAB" train -c buckets
 expect_fail 2 "$PE.num_buckets must be at least 2" -- "$POSLAB" train -c ok.json --set $PE.kind=t5 --set $PE.num_buckets=1 --out r1
 expect_fail 2 "$PE.rotary_fraction must be in (0, 1]" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rotary_fraction=0 --out r1
 expect_fail 2 "$PE.rotary_fraction must be in (0, 1]" -- "$POSLAB" train -c ok.json --set $PE.kind=rope --set $PE.rotary_fraction=1.5 --out r1
+expect_fail 2 "rope scaling 'ntk': the encoding rotates one pair of dimensions" -- "$POSLAB" train -c ok.json --set $PE.kind=rope \
+  --set $PE.rotary_fraction=0.25 --set $PE.rope_scaling.kind=ntk --set $PE.rope_scaling.factor=2 --out r1
 expect_fail 2 "$PE.npos must be positive" -- "$POSLAB" train -c ok.json --set $PE.kind=cope --set $PE.npos=0 --out r1
 expect_fail 2 "$PE.init_L must be positive" -- "$POSLAB" train -c ok.json --set $PE.kind=fire --set $PE.init_L=0 --out r1
 expect_fail 2 "$PE.randomize.max_position must be 0 (off) or >= model.block_size (40)" -- "$POSLAB" train -c ok.json --set $PE.randomize.max_position=20 --out r1
