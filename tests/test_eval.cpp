@@ -5,6 +5,10 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "eval/evaluator.h"
 #include "train/run_dir.h"
@@ -174,6 +178,33 @@ TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
   EXPECT_EQ(eval["results"][0]["scored_tokens"].get<int>(), 8 * 5);  // 4 answer tokens + end mark, per example
   EXPECT_EQ(eval["results"][1]["status"], "n/a: learned table has 16 positions");
   EXPECT_TRUE(eval["results"][0]["exact_match"].is_number());
+}
+
+// A long task length reports its batches as it goes (here every batch: progress_seconds 0), and only then.
+TEST(Eval, TaskEvalReportsProgressBetweenBatches) {
+  TempDir dir;
+  Config c = tiny_task("copy", /*max_len=*/4, /*block_size=*/16);
+  train_new(c, dir.sub("run"));
+  auto logged = [&](double progress_seconds) {
+    std::ostringstream out;
+    auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+    EvalOptions o;
+    o.lengths = {4};
+    o.batches = 3;
+    o.batch_size = 2;
+    o.progress_seconds = progress_seconds;
+    const auto eval = evaluate_run(dir.sub("run"), o);
+    spdlog::set_default_logger(previous);
+    return std::make_pair(out.str(), eval["results"][0]["loss"].get<double>());
+  };
+  const auto [every, loss_every] = logged(0);
+  EXPECT_NE(every.find("eval length 4: batch 1 of 3 done"), std::string::npos) << every;
+  EXPECT_NE(every.find("eval length 4: batch 2 of 3 done"), std::string::npos) << every;
+  EXPECT_EQ(every.find("batch 3 of 3"), std::string::npos) << "the length's own line follows the last batch";
+  const auto [none, loss_none] = logged(1e9);
+  EXPECT_EQ(none.find(" done in "), std::string::npos) << none;
+  EXPECT_EQ(loss_every, loss_none);
 }
 
 // position_loss covers positions 0 .. tokens-1 on tasks as on text (null where nothing was scored), also where

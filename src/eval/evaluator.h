@@ -32,6 +32,9 @@ struct EvalOptions {
   // Text: targets evaluated at a time, every length and the key-token pass together, so that memory is
   // set by this and not by the validation split's size. Chunks change no target's window.
   int64_t chunk_targets = int64_t{1} << 20;
+  // Tasks: a progress line after a batch once this many seconds have passed since the last line (a
+  // 100,000-item length takes minutes a batch); the lengths' own lines come regardless.
+  double progress_seconds = 10;
 };
 
 // The RoPE scaling of one evaluation (eval, probe), set on the model while this lives, then the model's own
