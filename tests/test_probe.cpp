@@ -211,6 +211,19 @@ static GPT probe_model_of(const std::string& kind, int64_t vocab) {
   return model;
 }
 
+// Long documents are scored a few at a time, each chunk reported as it finishes (the probe's progress lines).
+TEST(ProbeScoring, ReportsEachChunkOfLongDocuments) {
+  auto model = probe_model_of("alibi", 12);
+  torch::manual_seed(5);
+  auto docs = torch::randint(0, 12, {3, 2049}, torch::kLong);  // scores of 2 heads x 2048^2 pass a chunk's 32 MiB
+  std::vector<std::pair<int64_t, int64_t>> calls;
+  Runtime rt;
+  auto s = score_keys(model, docs, 2, rt, /*allow_cache=*/true, [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });
+  EXPECT_EQ(s.trials, 3);
+  const std::vector<std::pair<int64_t, int64_t>> expected = {{1, 3}, {2, 3}, {3, 3}};
+  EXPECT_EQ(calls, expected);
+}
+
 // The cached greedy scorer equals a full recompute; exact match equals "every teacher-forced argmax is
 // the key" (greedy reproduces the key iff each digit is the argmax given the true prefix).
 TEST(ProbeScoring, CachedEqualsRecomputedAndTeacherForcing) {

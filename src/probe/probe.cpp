@@ -39,7 +39,8 @@ static torch::Tensor last_logits(GPT& model, const torch::Tensor& x, const Runti
   return model->forward(x).select(1, -1).to(torch::kFloat);
 }
 
-KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& rt, bool allow_cache) {
+KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& rt, bool allow_cache,
+                     const std::function<void(int64_t done, int64_t total)>& on_chunk) {
   torch::InferenceMode guard;
   model->eval();
   KeyScores s;
@@ -98,6 +99,7 @@ KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, cons
     s.exact += hits.all(1).sum().item<int64_t>();
     s.digit_hits += hits.to(torch::kDouble).mean(1).sum().item<double>();
     s.logprob_sum += logprob.sum().item<double>();
+    if (on_chunk) on_chunk(s.trials, N);
   }
   return s;
 }
@@ -221,6 +223,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
         throw ConfigError("--lengths: " + std::to_string(L) + " tokens cannot be probed: " + why);
   json results = json::array();
   const auto t0 = std::chrono::steady_clock::now();
+  auto last_line = t0;
   for (size_t li = 0; li < o.lengths.size(); ++li) {
     const int L = o.lengths[li];
     Stage stage("during the passkey probe at " + std::to_string(L) + " tokens");
@@ -245,7 +248,15 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
         depth_sum += needle ? doc.depth : 0;
         docs[t].copy_(torch::tensor(doc.ids, torch::kLong));
       }
-      json cell = cell_json(L, depth, score_keys(model, docs, digits, rt), row.control);
+      // A long length takes minutes a cell: a line every 10 s at most, so that the probe is seen to move.
+      const auto progress = [&](int64_t done, int64_t total) {
+        const auto now = std::chrono::steady_clock::now();
+        if (o.quiet || done == total || now - last_line < std::chrono::seconds(10)) return;
+        last_line = now;
+        spdlog::info("passkey probe: length {}: cell {} of {}, {} of {} documents scored, {} elapsed", L, ri + 1,
+                     rows.size(), done, total, format_duration(std::chrono::duration<double>(now - t0).count()));
+      };
+      json cell = cell_json(L, depth, score_keys(model, docs, digits, rt, /*allow_cache=*/true, progress), row.control);
       if (needle) cell["depth_actual"] = depth_sum / o.trials;
       results.push_back(cell);
     }

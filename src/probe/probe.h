@@ -27,10 +27,12 @@ struct KeyScores {
   double logprob_sum = 0;    // teacher-forced log-probability of the whole key, summed over trials
 };
 // Greedy decoding of `digits` tokens after each prompt (KV cache where the encoding allows one and the
-// prefill fits memory; full recomputes otherwise) and the key's teacher-forced log-probability.
+// cache fits memory; full recomputes otherwise) and the key's teacher-forced log-probability.
 // docs: (N, L+1) token ids with the answer in the last `digits` columns.
 // allow_cache false: always recompute (the tests' reference for the cached path).
-KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& runtime, bool allow_cache = true);
+// on_chunk(done, N): called after each chunk of documents is scored (progress on long documents).
+KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& runtime, bool allow_cache = true,
+                     const std::function<void(int64_t done, int64_t total)>& on_chunk = {});
 
 // Why a run of config `c` cannot take the passkey's text haystack ("" when it can): it cuts held-out text of a
 // character-level text run at sentence boundaries. Checked by probe and, before any cell trains, by compare.
