@@ -226,6 +226,17 @@ torch::Tensor GPTImpl::attention_bias(const torch::Tensor& positions, bool cache
   return bias_cache_;
 }
 
+// Block mode: attention runs `block` queries at a time, the encoding's bias rows built for each block alone.
+static AttentionBias bias_in_blocks(const std::shared_ptr<PositionalEncodingImpl>& pos, const torch::Tensor& positions,
+                                    int64_t block) {
+  AttentionBias bias;
+  bias.query_block = block;
+  bias.rows = [pos, positions](int64_t q0, int64_t q1) {
+    return pos->bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));  // (H, q1 - q0, q1) or undefined
+  };
+  return bias;
+}
+
 int64_t GPTImpl::query_block_for(int64_t B, int64_t T) const {
   if (torch::GradMode::is_enabled()) return T;  // backward keeps every block's scores: nothing to save
   for (const auto& block : *h)
@@ -258,10 +269,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   const int64_t block = query_block_for(B, T);
   last_query_block = block;
   if (block < T) {
-    bias.query_block = block;
-    bias.rows = [this, &positions](int64_t q0, int64_t q1) {
-      return pos->bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));  // (H, q1 - q0, q1) or undefined
-    };
+    bias = bias_in_blocks(pos, positions, block);
   } else {
     bias.whole = attention_bias(positions, cacheable);  // (T, T) or (H, T, T)
     bias.causal_only = bias.whole.dim() == 2;
@@ -286,10 +294,7 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cac
   const int64_t block = past == 0 ? query_block_for(idx_new.size(0), T) : T;
   last_query_block = block;
   if (block < T) {
-    bias.query_block = block;
-    bias.rows = [this, &positions](int64_t q0, int64_t q1) {
-      return pos->bias(positions.slice(0, q0, q1), positions.slice(0, 0, q1));  // (H, q1 - q0, q1) or undefined
-    };
+    bias = bias_in_blocks(pos, positions, block);
   } else {
     // The new queries' rows of the bias against every key, cached or new: built per call, since a
     // bias row depends on the query's position (ALiBi's -m (i - j) is not a function of T alone).
