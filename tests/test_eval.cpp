@@ -207,6 +207,33 @@ TEST(Eval, TaskEvalReportsProgressBetweenBatches) {
   EXPECT_EQ(loss_every, loss_none);
 }
 
+// Text: the windows of a length, a batch at a time, reported the same way.
+TEST(Eval, TextEvalReportsProgressBetweenBatchesOfWindows) {
+  TempDir dir;
+  Config c = tiny_text("alibi", corpus_file(dir));
+  c.train.max_iters = 2;
+  train_new(c, dir.sub("run"));
+  auto logged = [&](double progress_seconds) {
+    std::ostringstream out;
+    auto previous = spdlog::default_logger();
+    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+    EvalOptions o;
+    o.lengths = {32};
+    o.batch_size = 64;
+    o.tokens = 32 * 64 * 3;  // the last targets: three batches of 64 windows (and a few more at the split's edge)
+    o.progress_seconds = progress_seconds;
+    const auto eval = evaluate_run(dir.sub("run"), o);
+    spdlog::set_default_logger(previous);
+    return std::make_pair(out.str(), eval["results"][0]["loss"].get<double>());
+  };
+  const auto [every, loss_every] = logged(0);
+  EXPECT_NE(every.find("eval length 32: 64 of "), std::string::npos) << every;
+  EXPECT_NE(every.find("eval length 32: 128 of "), std::string::npos) << every;
+  const auto [none, loss_none] = logged(1e9);
+  EXPECT_EQ(none.find(" windows scored"), std::string::npos) << none;
+  EXPECT_EQ(loss_every, loss_none);
+}
+
 // position_loss covers positions 0 .. tokens-1 on tasks as on text (null where nothing was scored), also where
 // the examples drawn are shorter than the length's longest (addition without a carry).
 TEST(Eval, TaskPositionLossCoversEveryPositionOfTheLength) {

@@ -74,7 +74,7 @@ static int run_poslab(int argc, char** argv);
 
 // Leaving without running static destructors, which in LibTorch deregister thousands of operators one by one:
 // a fifth of `poslab --version`'s 1 s on Debian's LibTorch (perf: __cxa_finalize under _dl_fini). Everything
-// poslab opened lived in run() and is closed by now; the streams are flushed here. Sanitizer builds leave
+// poslab opened lived in run_poslab() and is closed by now; the streams are flushed here. Sanitizer builds leave
 // normally, so that LeakSanitizer's check at exit still runs.
 [[noreturn]] static void leave(int status) {
   spdlog::shutdown();

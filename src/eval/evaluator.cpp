@@ -6,7 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <sstream>
 
@@ -60,18 +59,14 @@ json eval_task_length(GPT& model, const TaskCorpus& corpus, const Config& c, int
                       const Runtime& rt) {
   Rng rng(static_cast<uint64_t>(c.seed) * 1000003ULL + static_cast<uint64_t>(n));
   Accumulator acc;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto last_line = start;
+  Ticker ticker(o.progress_seconds);
   for (int i = 0; i < o.batches; ++i) {
     const Batch batch = corpus.batch_at_length(n, o.batch_size, rng);
     acc.add(score_rows(model, batch.x, batch.y, rt, o.memory_budget_bytes), batch.y.ge(0));
-    const auto now = Clock::now();
-    if (i + 1 < o.batches && std::chrono::duration<double>(now - last_line).count() >= o.progress_seconds) {
-      const double took = std::chrono::duration<double>(now - start).count();
+    if (i + 1 < o.batches && ticker.due()) {
+      const double took = ticker.elapsed();
       spdlog::info("eval length {}: batch {} of {} done in {}, about {} left", n, i + 1, o.batches, format_duration(took),
                    format_duration(took / (i + 1) * (o.batches - i - 1)));
-      last_line = now;
     }
   }
   return acc.result(task_has_answer(c.data.task));

@@ -32,8 +32,8 @@ struct EvalOptions {
   // Text: targets evaluated at a time, every length and the key-token pass together, so that memory is
   // set by this and not by the validation split's size. Chunks change no target's window.
   int64_t chunk_targets = int64_t{1} << 20;
-  // Tasks: a progress line after a batch once this many seconds have passed since the last line (a
-  // 100,000-item length takes minutes a batch); the lengths' own lines come regardless.
+  // A progress line after a batch (tasks) or a batch of windows (text) once this many seconds have passed
+  // since the last (a 100,000-token length takes minutes); the lengths' own lines come regardless.
   double progress_seconds = 10;
 };
 

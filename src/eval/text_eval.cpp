@@ -10,6 +10,7 @@
 #include <map>
 
 #include "eval/accumulator.h"
+#include "util/progress.h"
 #include "util/stage.h"
 
 namespace poslab {
@@ -76,7 +77,7 @@ struct TextLength {
 
   // Scores the targets (c0, c1]; returns their windows-protocol losses (the key tokens' full context).
   std::vector<double> add_chunk(GPT& model, const TextCorpus& corpus, int64_t first, int64_t last, int64_t c0, int64_t c1,
-                                const EvalOptions& o, const Runtime& rt) {
+                                const EvalOptions& o, const Runtime& rt, Ticker& ticker) {
     const std::vector<std::vector<TextWindow>> plans = {plan_text_windows_in(first, last, L, L, c0, c1),
                                                         plan_text_windows_in(first, last, L, stride, c0, c1)};
     // Each distinct window start once, with the positions each protocol scores there.
@@ -108,6 +109,8 @@ struct TextLength {
         const auto [lo, hi] = all[i].second[0];
         for (int64_t t = lo; t < hi; ++t) full[static_cast<size_t>(all[i].first + t - c0)] = nll[static_cast<int64_t>(i - b0)][t];
       }
+      if (b1 < all.size() && ticker.due())
+        spdlog::info("eval length {}: {} of {} windows scored, {} elapsed", L, b1, all.size(), format_duration(ticker.elapsed()));
     }
     return full;
   }
@@ -156,6 +159,7 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
   }
   const bool with_key = key.short_context > 0 && N > key.short_context;
   const int64_t chunk = std::max<int64_t>(1, o.chunk_targets);
+  Ticker ticker(o.progress_seconds);
   for (int64_t c0 = first; c0 < last; c0 += chunk) {
     const int64_t c1 = std::min(last, c0 + chunk);
     if (targets > chunk)
@@ -170,7 +174,7 @@ std::vector<json> evaluate_text(GPT& model, const TextCorpus& corpus, const Eval
       if (!s.done.is_null()) continue;
       Stage stage("during evaluation at " + std::to_string(s.L) + " tokens");
       try {
-        const auto full = s.add_chunk(model, corpus, first, last, c0, c1, o, rt);
+        const auto full = s.add_chunk(model, corpus, first, last, c0, c1, o, rt, ticker);
         if (with_key && s.L > key.short_context) s.key.add(full, short_nll);
       } catch (const PositionLimitError& e) {
         s.done = not_applicable(s.L, corpus.tokens_at(s.L), e.what());

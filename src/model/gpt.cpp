@@ -267,7 +267,6 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
   // Built once per forward and shared by every layer, as the strategy module itself is.
   AttentionBias bias;
   const int64_t block = query_block_for(B, T);
-  last_query_block = block;
   if (block < T) {
     bias = bias_in_blocks(pos, positions, block);
   } else {

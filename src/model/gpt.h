@@ -118,7 +118,8 @@ struct GPTImpl : torch::nn::Module {
   int64_t query_block = 0;
   // Queries per attention block for a forward over (B, T) tokens; T when attention runs whole.
   int64_t query_block_for(int64_t B, int64_t T) const;
-  // The block the last forward or forward_cached attended in (its T when whole): what tests observe.
+  // The block the last forward_cached attended in (its new tokens' count when whole): what tests observe.
+  // Not kept by forward(), which batch shards run on several threads at once.
   int64_t last_query_block = 0;
 
   ModelConfig config;

@@ -222,8 +222,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
       if (const std::string why = too_short(L); !why.empty())
         throw ConfigError("--lengths: " + std::to_string(L) + " tokens cannot be probed: " + why);
   json results = json::array();
-  const auto t0 = std::chrono::steady_clock::now();
-  auto last_line = t0;
+  Ticker ticker(10);
   for (size_t li = 0; li < o.lengths.size(); ++li) {
     const int L = o.lengths[li];
     Stage stage("during the passkey probe at " + std::to_string(L) + " tokens");
@@ -250,11 +249,9 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
       }
       // A long length takes minutes a cell: a line every 10 s at most, so that the probe is seen to move.
       const auto progress = [&](int64_t done, int64_t total) {
-        const auto now = std::chrono::steady_clock::now();
-        if (o.quiet || done == total || now - last_line < std::chrono::seconds(10)) return;
-        last_line = now;
+        if (o.quiet || done == total || !ticker.due()) return;
         spdlog::info("passkey probe: length {}: cell {} of {}, {} of {} documents scored, {} elapsed", L, ri + 1,
-                     rows.size(), done, total, format_duration(std::chrono::duration<double>(now - t0).count()));
+                     rows.size(), done, total, format_duration(ticker.elapsed()));
       };
       json cell = cell_json(L, depth, score_keys(model, docs, digits, rt, /*allow_cache=*/true, progress), row.control);
       if (needle) cell["depth_actual"] = depth_sum / o.trials;
@@ -283,7 +280,7 @@ static json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c,
                      "control's layout)", L, L + 1 - fixed, asked, placed);
     }
     if (!o.quiet) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double secs = ticker.elapsed();
       spdlog::info("passkey probe: length {} ({}/{}) done, {} elapsed", L, li + 1, o.lengths.size(), format_duration(secs));
     }
   }

@@ -1,5 +1,6 @@
-// Human-readable durations and rates for progress lines.
+// Human-readable durations and rates for progress lines, and the clock that spaces such lines out.
 #pragma once
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -22,5 +23,25 @@ inline std::string format_rate(double per_second) {
   else std::snprintf(buf, sizeof buf, "%.0f", per_second);
   return buf;
 }
+
+// Long work (a 100,000-token evaluation, a probe at such lengths) says it is moving with a line at most
+// every `seconds`, and short work stays quiet: due() is true once that long has passed since the last
+// true (or since the start), and starts the wait again.
+class Ticker {
+ public:
+  explicit Ticker(double seconds) : seconds_(seconds), start_(Clock::now()), last_(start_) {}
+  bool due() {
+    const auto now = Clock::now();
+    if (std::chrono::duration<double>(now - last_).count() < seconds_) return false;
+    last_ = now;
+    return true;
+  }
+  double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double seconds_;
+  Clock::time_point start_, last_;
+};
 
 }  // namespace poslab
