@@ -180,23 +180,28 @@ TEST(Eval, TaskExactMatchAndAnswerOnlyScoring) {
   EXPECT_TRUE(eval["results"][0]["exact_match"].is_number());
 }
 
+// Evaluates `run` with `o` while capturing spdlog's lines: (the lines, the first length's loss).
+static std::pair<std::string, double> evaluate_logged(const std::string& run, const EvalOptions& o) {
+  std::ostringstream out;
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
+  const auto eval = evaluate_run(run, o);
+  spdlog::set_default_logger(previous);
+  return {out.str(), eval["results"][0]["loss"].get<double>()};
+}
+
 // A long task length reports its batches as it goes (here every batch: progress_seconds 0), and only then.
 TEST(Eval, TaskEvalReportsProgressBetweenBatches) {
   TempDir dir;
   Config c = tiny_task("copy", /*max_len=*/4, /*block_size=*/16);
   train_new(c, dir.sub("run"));
   auto logged = [&](double progress_seconds) {
-    std::ostringstream out;
-    auto previous = spdlog::default_logger();
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
     EvalOptions o;
     o.lengths = {4};
     o.batches = 3;
     o.batch_size = 2;
     o.progress_seconds = progress_seconds;
-    const auto eval = evaluate_run(dir.sub("run"), o);
-    spdlog::set_default_logger(previous);
-    return std::make_pair(out.str(), eval["results"][0]["loss"].get<double>());
+    return evaluate_logged(dir.sub("run"), o);
   };
   const auto [every, loss_every] = logged(0);
   EXPECT_NE(every.find("eval length 4: batch 1 of 3 done"), std::string::npos) << every;
@@ -214,17 +219,12 @@ TEST(Eval, TextEvalReportsProgressBetweenBatchesOfWindows) {
   c.train.max_iters = 2;
   train_new(c, dir.sub("run"));
   auto logged = [&](double progress_seconds) {
-    std::ostringstream out;
-    auto previous = spdlog::default_logger();
-    spdlog::set_default_logger(std::make_shared<spdlog::logger>("capture", std::make_shared<spdlog::sinks::ostream_sink_mt>(out)));
     EvalOptions o;
     o.lengths = {32};
     o.batch_size = 64;
     o.tokens = 32 * 64 * 3;  // the last targets: three batches of 64 windows (and a few more at the split's edge)
     o.progress_seconds = progress_seconds;
-    const auto eval = evaluate_run(dir.sub("run"), o);
-    spdlog::set_default_logger(previous);
-    return std::make_pair(out.str(), eval["results"][0]["loss"].get<double>());
+    return evaluate_logged(dir.sub("run"), o);
   };
   const auto [every, loss_every] = logged(0);
   EXPECT_NE(every.find("eval length 32: 64 of "), std::string::npos) << every;
