@@ -16,9 +16,24 @@ import os
 import signal
 import sys
 
-# Ctrl-C (which reaches compare and this script together) ends it quietly with 130, not with a traceback;
-# compare then says the report was interrupted.
-signal.signal(signal.SIGINT, lambda *_: sys.exit(130))
+
+def _stop(*_):
+    """Ctrl-C (which reaches compare and this script together) ends it quietly with 130, not with a
+    traceback; compare then says the report was interrupted. It leaves through os._exit, not sys.exit:
+    a SystemExit raised where Python ignores exceptions (a finalizer run mid-import) would let the
+    script carry on and exit 0. The temp file being written goes first (no finally runs)."""
+    style = sys.modules.get("plots.style")
+    if style is not None:
+        style.remove_partial()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(130)
+
+
+signal.signal(signal.SIGINT, _stop)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 

@@ -16,6 +16,17 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 DPI = 130
+
+# Temp files being written now: a Ctrl-C handler that leaves with os._exit (no finally runs) removes them.
+PARTIAL = set()
+
+
+def remove_partial():
+    for tmp in list(PARTIAL):
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
 DIVERGING = "RdBu_r"    # signed values centred on zero: tables, similarities, biases
 SEQUENTIAL = "viridis"  # positions, probabilities
 CYCLIC = "twilight"     # angles modulo 2 pi
@@ -116,11 +127,13 @@ def no_data(ax, text="no data"):
 def write_text(path, text):
     """Writes a text file through a temp file beside it, then renames it: never a half-written report."""
     tmp = "%s.tmp%d" % (path, os.getpid())
+    PARTIAL.add(tmp)
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     finally:
+        PARTIAL.discard(tmp)
         if os.path.exists(tmp):
             os.remove(tmp)
 
@@ -129,10 +142,12 @@ def save(fig, path, extra=()):
     """Writes the figure to a temp file beside `path`, then renames it: never a half-written image."""
     root, ext = os.path.splitext(path)
     tmp = "%s.tmp%d%s" % (root, os.getpid(), ext)
+    PARTIAL.add(tmp)
     try:
         fig.savefig(tmp, dpi=DPI, bbox_inches="tight", bbox_extra_artists=list(extra) or None)
         os.replace(tmp, path)
     finally:
+        PARTIAL.discard(tmp)
         plt.close(fig)
         if os.path.exists(tmp):
             os.remove(tmp)
