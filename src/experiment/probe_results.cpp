@@ -31,7 +31,7 @@ struct LengthAcc {
 struct GroupAcc {
   std::string item;
   std::vector<std::string> cells;  // the trained cells' directories, one probe file each
-  std::vector<double> effective;
+  std::vector<int> effective;  // tokens, as each cell's probe file has it
   std::map<int, LengthAcc> lengths;
 };
 
@@ -154,7 +154,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
                                                                               : settings[item_key].dump())
                                              : group;
         g.cells.push_back("cells/" + c.name);
-        g.effective.push_back(p["effective_length"].get<double>());
+        g.effective.push_back(p["effective_length"].get<int>());
         std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
         for (const auto& r : p["results"]) {
           const bool counted = r["control"].is_null() || (r["control"] == "no_needle" && !r["depth"].is_null());
@@ -189,7 +189,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
                            {"trials", la.n}, {"exact_pooled", la.n ? json(static_cast<double>(la.k) / la.n) : json(nullptr)},
                            {"exact_low", la.n ? json(lo) : json(nullptr)}, {"exact_high", la.n ? json(hi) : json(nullptr)}});
       }
-      json eff = summarize_values(g.effective);
+      json eff = summarize_values(std::vector<double>(g.effective.begin(), g.effective.end()));
       gj.push_back({{"group", name}, {"item", g.item}, {"cells", g.cells}, {"effective_lengths", g.effective},
                     {"effective_length_mean", eff["mean"]}, {"effective_length_ci95", eff["ci95"]},
                     {"effective_length_min", *std::min_element(g.effective.begin(), g.effective.end())},
@@ -220,7 +220,7 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
     std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     json rj = json::array();
     for (const auto& [item, v] : rank)
-      rj.push_back({{"name", item}, {"effective_length", std::get<0>(v)},
+      rj.push_back({{"name", item}, {"effective_length", static_cast<int>(std::get<0>(v))},
                     {"exact_past_train", std::get<1>(v) < 0 ? json(nullptr) : json(std::get<1>(v))},
                     {"exact_at_train", std::get<2>(v)}});
     entry["ranking"] = rj;

@@ -172,6 +172,9 @@ for g in pk["groups"]:
     kind = g["group"]
     cells = [json.load(open(os.path.join(out, "cells", "kind=%s_seed=%d" % (kind, s), "probe-passkey.json"))) for s in (1, 2)]
     assert g["effective_lengths"] == [c["effective_length"] for c in cells]
+    # tokens: integers as in each cell's probe file, not 64.0
+    assert all(type(e) is int for e in g["effective_lengths"] + [g["effective_length_min"]]), g
+    assert g["effective_length_min"] == min(c["effective_length"] for c in cells), g
     for l in g["lengths"]:
         per_seed = []
         k = n = 0
@@ -187,6 +190,7 @@ for g in pk["groups"]:
         if rows:
             assert rows[0]["passkey_exact_mean"] == l["exact_mean"] and "loss_mean" in rows[0]
 assert sorted(r["name"] for r in pk["ranking"]) == ["alibi", "rope"]
+assert all(type(r["effective_length"]) is int for r in pk["ranking"]), pk["ranking"]
 assert "Retrieval (passkey" in res["what_this_shows"]
 # Retrieval past the training length is judged only where it works at the training length.
 at_train = max(l["exact_mean"] for g in pk["groups"] for l in g["lengths"] if l["length"] == pk["train_length"])
