@@ -16,6 +16,11 @@ from matplotlib.colors import LogNorm  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 DPI = 130
+DIVERGING = "RdBu_r"    # signed values centred on zero: tables, similarities, biases
+SEQUENTIAL = "viridis"  # positions, probabilities
+CYCLIC = "twilight"     # angles modulo 2 pi
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p"]
+LINESTYLES = ["-", "--", ":", "-."]
 
 # Temp files being written now: a Ctrl-C handler that leaves with os._exit (no finally runs) removes them.
 PARTIAL = set()
@@ -27,11 +32,6 @@ def remove_partial():
             os.remove(tmp)
         except OSError:
             pass
-DIVERGING = "RdBu_r"    # signed values centred on zero: tables, similarities, biases
-SEQUENTIAL = "viridis"  # positions, probabilities
-CYCLIC = "twilight"     # angles modulo 2 pi
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h", "p"]
-LINESTYLES = ["-", "--", ":", "-."]
 
 
 def finite(v):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The plotting package draws every family of pictures from fixture JSON (tests/data/plots, written by
-# `poslab pe --plot-data` and `poslab attention`): non-empty PNGs, no temp files left, and malformed
-# input refused with one line and exit 2. Skipped (77) where /usr/bin/python3 lacks matplotlib.
+# `poslab pe --plot-data` and `poslab attention`): non-empty PNGs, no temp files left (after a Ctrl-C
+# mid-save too), and malformed input refused with one line and exit 2. Skipped (77) where /usr/bin/python3
+# lacks matplotlib.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=$ROOT/tests/data/plots
@@ -44,6 +45,8 @@ check "report sentences: cells of an eval grid, column names, experiment file, r
 check "report heat maps: exact match averaged over seeds, cell by cell" \
   "$PY" "$ROOT/tests/plots/heatmap_mean_check.py" "$ROOT/scripts"
 check "a run's probe heat map holds its whole title" "$PY" "$ROOT/tests/plots/probe_title_check.py" "$ROOT/scripts"
+check "Ctrl-C while the report saves a picture: exit 130, no traceback, the temp file removed" \
+  "$PY" "$ROOT/tests/plots/interrupt_check.py" "$ROOT/scripts" "$DATA/compare"
 check "rotary: one pair draws; q·k titled for what it holds (plain, xpos's scales, yarn's factor)" \
   "$PY" "$ROOT/tests/plots/rotary_check.py" "$ROOT/scripts"
 check "encodings' extra panels: named axes, future keys masked, --param values stated" \
