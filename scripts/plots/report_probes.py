@@ -76,8 +76,10 @@ def plot_retrieval(res, groups, colors, path, task="passkey"):
     ax.set_ylabel("exact match (distance axis)" if task == "mqar" else "exact match (depths pooled)")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_title("%s: %s retrieval against length (%s); bands: Wilson 95%%; dotted: threshold %.2f"
-                 % (res.get("experiment", "experiment"), task, setting(p, task), p["threshold"]), pad=12)
+    name = res.get("experiment", "experiment")
+    what = "retrieval" if name == task else "%s retrieval" % task  # "mqar: retrieval", not "mqar: mqar retrieval"
+    ax.set_title("%s: %s against length (%s); bands: Wilson 95%%; dotted: threshold %.2f"
+                 % (name, what, setting(p, task), p["threshold"]), pad=12)
     save(fig, path)
 
 

@@ -369,8 +369,10 @@ std::string format_probe_results(const json& results) {
         std::snprintf(buf, sizeof buf, " %17s", cell.c_str());
         out += buf;
       }
+      // As report.md writes it: "64 (1x)", "96 (1.5x)", "0 (none)".
       const double eff = g["effective_length_min"].get<double>();
-      std::snprintf(buf, sizeof buf, "  %.0f (%.1fx)\n", eff, eff / p["train_length"].get<double>());
+      if (eff > 0) std::snprintf(buf, sizeof buf, "  %.0f (%gx)\n", eff, eff / p["train_length"].get<double>());
+      else std::snprintf(buf, sizeof buf, "  %.0f (none)\n", eff);
       out += buf;
     }
     out += "ranking by retrieval (effective length, then exact match past the training length, then at it):";

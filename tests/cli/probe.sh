@@ -161,6 +161,17 @@ expect_fail 2 "probes.passkey.lengths: 64 is listed twice" -- "$POSLAB" compare 
 check "refused experiments train nothing" test ! -e c1
 "$POSLAB" compare -c exp.json --out cmp > cmp.out 2>&1
 check "compare prints the retrieval table" grep -q "passkey retrieval: exact match by length" cmp.out
+check "... its effective lengths as report.md writes them ('64 (1x)', '0 (none)'), from results.json" /usr/bin/python3 - cmp cmp.out <<'PY'
+import json, os, sys
+res = json.load(open(os.path.join(sys.argv[1], "results.json")))
+pk = res["probes"]["passkey"]
+lines = open(sys.argv[2]).read().split("passkey retrieval: exact match by length")[1].splitlines()
+for g in pk["groups"]:
+    eff = g["effective_length_min"]
+    want = "%d (none)" % eff if eff <= 0 else "%d (%gx)" % (eff, eff / pk["train_length"])
+    row = [l for l in lines if l.split() and l.split()[0] == g["group"]]
+    assert row and row[0].rstrip().endswith("  " + want), (row, want)
+PY
 check "every cell has its probe" test -s cmp/cells/kind=rope_seed=1/probe-passkey.json -a -s cmp/cells/kind=alibi_seed=2/probe-passkey.json
 check "results.json: retrieval pooled per group and length, beside loss" /usr/bin/python3 - cmp <<'PY'
 import json, math, os, sys

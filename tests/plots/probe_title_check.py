@@ -39,3 +39,16 @@ with tempfile.TemporaryDirectory() as d:
     probes.plot_probe(dict(probe, rope_scaling="none"), os.path.join(d, "b.png"))
 assert titles[0].startswith("passkey probe, rope, yarn x4 RoPE scaling: exact match"), titles[0]
 assert titles[1].startswith("passkey probe, rope: exact match"), titles[1]
+# The compare report's retrieval picture names the experiment, then the probe, once each: an experiment named
+# after its probe reads "mqar: retrieval against length", not "mqar: mqar retrieval".
+from plots import report_probes  # noqa: E402
+
+titles.clear()
+report_probes.save = lambda fig, out: (titles.append(fig.axes[0].get_title()), plt.close(fig))
+lengths = [{"length": L, "exact_mean": 0.5, "exact_low": 0.4, "exact_high": 0.6} for L in (9, 18)]
+mqar = {"train_length": 9, "threshold": 0.85, "pairs": 2, "gaps": "power",
+        "groups": [{"group": "rope", "lengths": lengths, "effective_length_min": 0}]}
+for name in ("mqar", "recall-study"):
+    report_probes.plot_retrieval({"experiment": name, "probes": {"mqar": mqar}}, ["rope"], {"rope": "C0"}, "unused.png", "mqar")
+assert titles[0].startswith("mqar: retrieval against length (distance axis, 2 pairs, power gaps)"), titles[0]
+assert titles[1].startswith("recall-study: mqar retrieval against length (distance axis"), titles[1]
