@@ -1,8 +1,8 @@
 // The fused CPU attention softmax against attention's published formula, softmax(scale q k^T + mask) v
 // with the causal limit, evaluated here with LibTorch's ops in double (forward, and its gradients for q,
 // k, v and a learned bias by autograd): float and bfloat16, queries at the end of the keys, masks of every
-// broadcast shape, rows off the vector width, one and two threads; masked keys get exactly no weight; and
-// the model with the fused ops on and off.
+// broadcast shape, rows off the vector width, both vector widths (8 and 16 floats) on any CPU, one and two
+// threads; masked keys get exactly no weight; and the model with the fused ops on and off.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
@@ -10,6 +10,7 @@
 #include <array>
 #include <limits>
 
+#include "model/attention_kernels.h"
 #include "model/dnnl_matmul.h"
 #include "model/fused_attention.h"
 #include "model/fused_ops.h"
@@ -66,6 +67,14 @@ const std::vector<Case> kCases = {
     // longer rows, heads of several 16-lane vectors, an odd head size
     {1, 2, 150, 150, 48, "none"}, {1, 1, 40, 130, 80, "row"},  {2, 2, 20, 20, 7, "bias3d"}};
 
+// The softmax's rows in 8- or 16-float vectors on any CPU (the width the CPU would not choose runs slower,
+// the same formula): both are checked wherever the tests run, not only the one this machine picks.
+struct SoftmaxLanes {
+  explicit SoftmaxLanes(int lanes) { kernels::set_softmax_lanes(lanes); }
+  ~SoftmaxLanes() { kernels::set_softmax_lanes(0); }
+};
+constexpr std::array<int, 2> kLanes = {8, 16};
+
 // A case's q, k and v, drawn in float, taking gradients.
 std::array<torch::Tensor, 3> draw_qkv(const Case& c) {
   return {torch::randn({c.B, c.H, c.tq, c.hs}).requires_grad_(true), torch::randn({c.B, c.H, c.tk, c.hs}).requires_grad_(true),
@@ -82,7 +91,9 @@ std::array<torch::Tensor, 3> in_double(const std::array<torch::Tensor, 3>& qkv) 
 }  // namespace
 
 TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
+  for (int lanes : kLanes)
   for (int threads : {1, 2}) {
+    SoftmaxLanes width(lanes);
     ThreadCount tc(threads);
     for (const auto& c : kCases) {
       torch::manual_seed(3);
@@ -98,7 +109,8 @@ TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
       auto [qd, kd, vd] = in_double({q, k, v});
       auto md = mask.defined() ? mask.detach().to(torch::kDouble).requires_grad_(learned) : torch::Tensor();
       auto want = attention_formula(qd, kd, vd, md, scale);
-      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " tk=" + std::to_string(c.tk) + " threads=" + std::to_string(threads);
+      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " tk=" + std::to_string(c.tk) + " threads=" +
+                                std::to_string(threads) + " lanes=" + std::to_string(lanes);
       EXPECT_LE(max_abs_diff(y.detach(), want), 2e-6 * (1 + want.abs().max().item<double>())) << where;
 
       auto g = torch::randn(y.sizes());
@@ -120,7 +132,9 @@ TEST_F(FusedAttentionOn, MatchesTheFormulaAndItsGradientsInFloat) {
 // (q, k, v rounded once, the scores and the probabilities once each; measured 0.4-0.8% of the largest value).
 TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
   POSLAB_SKIP_WITHOUT_CPU_BF16();
+  for (int lanes : kLanes)
   for (const auto& c : kCases) {
+    SoftmaxLanes width(lanes);
     torch::manual_seed(4);
     auto [q, k, v] = draw_qkv(c);
     auto mask = make_mask(c);
@@ -149,7 +163,9 @@ TEST_F(FusedAttentionOn, UnderBf16AutocastFollowsTheFormulaToBfloat16Rounding) {
 // and the gradients of q, k, v and a learned bias, on one and two threads.
 TEST_F(FusedAttentionOn, Bfloat16InputsFollowTheFormulaAndItsGradients) {
   POSLAB_SKIP_WITHOUT_CPU_BF16();
+  for (int lanes : kLanes)
   for (int threads : {1, 2}) {
+    SoftmaxLanes width(lanes);
     ThreadCount tc(threads);
     for (const auto& c : kCases) {
       torch::manual_seed(9);
@@ -166,7 +182,8 @@ TEST_F(FusedAttentionOn, Bfloat16InputsFollowTheFormulaAndItsGradients) {
       auto [qd, kd, vd] = in_double({q, k, v});
       auto md = mask.defined() ? mask.detach().to(torch::kDouble).requires_grad_(learned) : torch::Tensor();
       auto want = attention_formula(qd, kd, vd, md, scale);
-      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " threads=" + std::to_string(threads);
+      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " threads=" + std::to_string(threads) + " lanes=" +
+                                std::to_string(lanes);
       EXPECT_LE(max_abs_diff(y.detach(), want), 0.03 * want.abs().max().item<double>()) << where;
       auto g = torch::randn(y.sizes()).to(torch::kBFloat16);
       y.backward(g);
@@ -187,7 +204,9 @@ TEST_F(FusedAttentionOn, Bfloat16InputsFollowTheFormulaAndItsGradients) {
 // Keys past the causal limit and keys masked with -inf take exactly no weight: changing their values
 // changes nothing, bit for bit, in the output and in every gradient but their own (which is exactly 0).
 TEST_F(FusedAttentionOn, MaskedKeysTakeExactlyNoWeight) {
+  for (int lanes : kLanes)
   for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    SoftmaxLanes width(lanes);
     torch::manual_seed(6);
     const int64_t tq = 20, tk = 20;
     auto q = torch::randn({2, 2, tq, 8}).to(dtype), k = torch::randn({2, 2, tk, 8}).to(dtype);
@@ -212,6 +231,25 @@ TEST_F(FusedAttentionOn, MaskedKeysTakeExactlyNoWeight) {
     EXPECT_EQ(dk0.select(2, 3).abs().max().item<double>(), 0.0);
     EXPECT_EQ(dv0.select(2, 3).abs().max().item<double>(), 0.0);
   }
+}
+
+// The widths are two summation orders of one formula: asked for, each runs (long rows then differ in their
+// last bits between them), and 0 gives the choice back to the CPU.
+TEST_F(FusedAttentionOn, EachVectorWidthRunsWhenAskedFor) {
+  torch::manual_seed(12);
+  auto q = torch::randn({1, 2, 150, 16}), k = torch::randn({1, 2, 150, 16}), v = torch::randn({1, 2, 150, 16});
+  std::vector<torch::Tensor> y;
+  for (int lanes : kLanes) {
+    SoftmaxLanes width(lanes);
+    EXPECT_EQ(kernels::softmax_lanes(), lanes);
+    y.push_back(fused_attention(q, k, v, torch::Tensor(), 0.25));
+  }
+  EXPECT_FALSE(torch::equal(y[0], y[1])) << "8 and 16 lanes gave the same bits: one width did not run";
+  EXPECT_LE(max_abs_diff(y[0], y[1]), 1e-5);
+  const int native = kernels::softmax_lanes();
+  EXPECT_TRUE(native == 8 || native == 16);
+  EXPECT_THROW(kernels::set_softmax_lanes(4), std::invalid_argument);
+  EXPECT_EQ(kernels::softmax_lanes(), native);
 }
 
 TEST_F(FusedAttentionOn, ThreadsAndGradientModeChangeNothing) {

@@ -3,8 +3,10 @@
 #include "model/attention_kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 
 #include "model/kernel_math.h"
 
@@ -233,9 +235,11 @@ POSLAB_INLINE void backward_block(const T* __restrict s, const float* __restrict
   }
 }
 
+std::atomic<int> lanes_set{0};  // set_softmax_lanes: 0, 8 or 16
+
 // One register's lanes: 16 where the CPU runs the AVX-512 clone (x86-64-v4), else 8; asked once. Without
 // clones (other compilers and architectures) 16, which their vectorisers split by themselves.
-POSLAB_INLINE bool wide_lanes() {
+bool cpu_wide_lanes() {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
   static const bool wide = __builtin_cpu_supports("x86-64-v4");
   return wide;
@@ -244,7 +248,19 @@ POSLAB_INLINE bool wide_lanes() {
 #endif
 }
 
+POSLAB_INLINE bool wide_lanes() {
+  const int set = lanes_set.load(std::memory_order_relaxed);
+  return set == 0 ? cpu_wide_lanes() : set == 16;
+}
+
 }  // namespace
+
+void set_softmax_lanes(int lanes) {
+  if (lanes != 0 && lanes != 8 && lanes != 16) throw std::invalid_argument("set_softmax_lanes: 0, 8 or 16");
+  lanes_set.store(lanes, std::memory_order_relaxed);
+}
+
+int softmax_lanes() { return wide_lanes() ? 16 : 8; }
 
 POSLAB_TARGET_CLONES void attention_softmax_forward(const float* s, const float* mask, int64_t mask_stride, int64_t t_q,
                                                     int64_t n, int64_t offset, float scale, float* p, float* row_max,

@@ -30,4 +30,10 @@ void attention_softmax_backward(const bf16* s, const float* mask, int64_t mask_s
                                 const float* row_inv_sum, const bf16* dp, int64_t t_q, int64_t n, int64_t offset,
                                 float scale, bf16* ds, float* datt, float* buf);
 
+// The rows' vector width: 16 floats where the CPU runs the AVX-512 clone, else 8 (attention_kernels.cpp
+// says why). set_softmax_lanes(8 or 16) runs the other width on any CPU (slower, the same formula), so that
+// tests check both wherever they run; 0 gives the choice back to the CPU. Not for use while kernels run.
+void set_softmax_lanes(int lanes);
+int softmax_lanes();
+
 }  // namespace poslab::kernels
