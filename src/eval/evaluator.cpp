@@ -142,8 +142,12 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
     r["length"] = length;
     r["tokens"] = tokens;
     r["rope_scaling"] = scaling_json;
-    spdlog::info("eval length {:>5} ({} tokens): {}", length, tokens,
-                 r["status"] == "ok" ? "loss " + std::to_string(r["loss"].get<double>()) : r["status"].get<std::string>());
+    // A task's length is in items, so its tokens are said; a text length is tokens, so the targets scored are.
+    const bool ok = r["status"] == "ok";
+    const std::string what = corpus.is_task() ? " (" + std::to_string(tokens) + " tokens)" : "";
+    const std::string over = ok && r.contains("scored_tokens") ? ", " + r["scored_tokens"].dump() + " targets" : "";
+    spdlog::info("eval length {:>5}{}: {}{}", length, what, ok ? "loss " + std::to_string(r["loss"].get<double>()) : r["status"].get<std::string>(),
+                 over);
     results.push_back(r);
   }
   return {{"encoding", c.model.pos_encoding.kind},

@@ -406,7 +406,14 @@ check "eval --lengths 20,40 runs on a validation file too short for the run's ow
   bash -c "'$POSLAB' eval --run tokrun --lengths 20,40 --tag short > /dev/null 2>&1"
 check "data shows training windows of a config whose eval.lengths its validation file cannot hold" \
   bash -c "'$POSLAB' data -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[200] --n 1 > /dev/null 2>&1"
-"$POSLAB" eval --run tokrun --lengths 20,200 --tag past > /dev/null 2>&1
+"$POSLAB" eval --run tokrun --lengths 20,200 --tag past > past.log 2>&1
+# Its log line per length: a text length is tokens, so it names the targets scored instead (as eval-past.json has them).
+check "eval's log names each length's scored targets, and n/a" /usr/bin/python3 -c '
+import json, re, sys; log = open("past.log").read()
+r = {x["length"]: x for x in json.load(open("tokrun/eval-past.json"))["results"]}
+assert re.search(r"eval length +20: loss [0-9.]+, %d targets\n" % r[20]["scored_tokens"], log), log
+assert re.search(r"eval length +200: n/a: validation split has 100 tokens", log), log
+assert "(20 tokens)" not in log, log'
 check "eval --lengths past a token file's validation split: that length n/a, the others evaluated" /usr/bin/python3 -c '
 import json; r = {x["length"]: x for x in json.load(open("tokrun/eval-past.json"))["results"]}
 assert r[20]["status"] == "ok" and r[20]["loss"] > 0, r[20]
