@@ -56,6 +56,7 @@ void add_bench(CLI::App& app) {
     if (o->threads > 0) sets.push_back("train.threads=" + std::to_string(o->threads));
     if (!o->precision.empty()) sets.push_back("train.precision=" + o->precision);
     Config c = load_config(o->config, sets);
+    become_training_process();
     const bool gen = o->generate > 0;
     auto result = gen ? run_generation_benchmark(c, o->generate) : run_benchmark(c, BenchOptions{o->steps, o->warmup});
     std::cout << (gen ? format_generation_benchmark(result) : format_benchmark(result));

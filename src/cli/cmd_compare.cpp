@@ -40,8 +40,11 @@ void add_compare(CLI::App& app) {
     CompareOptions co;
     co.jobs = std::max(1, o->jobs);
     co.poslab_binary = std::filesystem::read_symlink("/proc/self/exe").string();
-    co.plot_script = o->no_plots ? "" : find_script("plot_report.py");
-    if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
+    // Said once, after the re-exec of become_training_process() (the aggregate step trains nothing and has none).
+    auto find_plot_script = [&] {
+      co.plot_script = o->no_plots ? "" : find_script("plot_report.py");
+      if (!o->no_plots && co.plot_script.empty()) spdlog::warn("scripts/plot_report.py not found: no plots (set POSLAB_SCRIPTS)");
+    };
     // A cell that failed fails the command (exit 1), after the others ran and the table was written.
     auto fail_on_failed_cells = [](const nlohmann::json& results, const std::string& out, bool shard) {
       std::vector<std::string> failed;
@@ -73,12 +76,15 @@ void add_compare(CLI::App& app) {
         throw ConfigError("--aggregate " + o->aggregate + ": no experiment.json here (not a poslab compare output directory)");
       co.out = o->aggregate;
       check_run_writable(co.out, "results.json", "--aggregate");  // before any work, not after it
+      find_plot_script();
       Experiment e = experiment_from_json(read_json_file(saved), saved);
       fail_on_failed_cells(finish_experiment(e, co, /*require_all=*/true), co.out, /*shard=*/false);
       return;
     }
     if (o->config.empty()) throw ConfigError("compare: give --config EXPERIMENT.json (or --aggregate DIR)");
     Experiment e = load_experiment(o->config);
+    become_training_process();
+    find_plot_script();
     co.out = o->out.empty() ? "runs/" + e.name : o->out;
     // The file's "jobs" is a suggestion for a machine like the one it was measured on: never more
     // cells at once than cores. -j is the user's word and is taken as given.

@@ -36,6 +36,7 @@ void add_fixture(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([o] {
     Config c = load_config(o->config, o->sets);
+    become_training_process();
     set_fused_ops(c.train.fused_ops);  // no Runtime here (fp32), but the switch holds
     if (o->device == "cuda" && !torch::cuda::is_available())
       throw ConfigError("fixture --device cuda: no CUDA device is available");

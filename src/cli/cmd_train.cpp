@@ -63,6 +63,7 @@ static void train_command(const TrainOptions& o, const Launch& launch) {
       throw ConfigError("--init-from starts a new run and --resume continues one: give one of them");
     if (!o.config.empty() || !o.sets.empty()) throw ConfigError("--resume takes its config from the run; drop --config/--set");
     dir = o.resume;
+    become_training_process();
     result = train_resume(dir, o.stop_at, launch);
   } else {
     if (o.config.empty() && o.init_from.empty())
@@ -91,9 +92,11 @@ static void train_command(const TrainOptions& o, const Launch& launch) {
       if (!diff.empty())
         throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" +
                           diff[0]["path"].get<std::string>() + " differs); pick another --out");
+      become_training_process();
       spdlog::info("--resume-if-exists: continuing the run in {}", dir);
       result = train_resume(dir, o.stop_at, launch);
     } else {
+      become_training_process();
       result = train_new(c, dir, o.stop_at, o.init_from, launch);
     }
   }

@@ -23,6 +23,10 @@ void add_attention(CLI::App& app);
 void add_probe(CLI::App& app);
 void add_tokenize(CLI::App& app);
 
+// For train, compare, bench and fixture, once their input is checked and before any work: re-executes poslab
+// with OMP_WAIT_POLICY=ACTIVE unless it (or the user) set it already (cli/main.cpp says why).
+void become_training_process();
+
 // Parses "32,64,128" into positive integers; throws ConfigError naming `option` otherwise.
 std::vector<int> parse_lengths(const std::string& text, const std::string& option);
 

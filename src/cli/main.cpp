@@ -59,16 +59,32 @@ static std::string out_of_memory_line(const std::string& message, const std::str
          what_to_reduce(command);
 }
 
-// Whether the subcommand trains (or times training): train, compare, bench, fixture. The
-// others (eval, attention, sample, pe, data, --help, --version) only run forward passes or none.
-static bool command_trains(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg.empty() || arg[0] == '-') continue;  // a global flag before the subcommand
-    return arg == "train" || arg == "compare" || arg == "bench" || arg == "fixture";
-  }
-  return false;
+// The command line, for become_training_process()'s re-exec.
+static char** g_argv = nullptr;
+
+namespace poslab::cli {
+
+// OpenMP reads OMP_WAIT_POLICY when the library loads, before main: a command that trains sets it and
+// re-executes itself once. Measured on a 2-core VM (docs/benchmarks.md): spinning (ACTIVE) workers ran bf16
+// (oneDNN) and fp32 batch shards fastest; OpenBLAS's own threads, which fight spinning workers, are then kept
+// to one (util/runtime.cpp). A user's setting wins. The commands call this once their input is checked, not at
+// start, so that a mistake in a config costs one load of LibTorch (~0.4 s on a Zen 4), not two; evaluation
+// runs as fast under OpenMP's own default, and the commands that only evaluate never pay for the second.
+void become_training_process() {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr || g_argv == nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+  // Under spinning workers OpenBLAS runs one thread anyway (util/runtime.cpp): saying so before it
+  // loads keeps it from starting threads that spin ~0.1 s first, in this process and in compare's cells.
+  ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+  // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
+  // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
+  const ThreadAffinity unpinned(openmp_binds() ? usable_cpus() : std::vector<int>{});
+  std::cout.flush();
+  std::cerr.flush();
+  ::execv("/proc/self/exe", g_argv);  // returns only on failure; then carry on as we are
 }
+
+}  // namespace poslab::cli
 
 static int run_poslab(int argc, char** argv);
 
@@ -94,22 +110,7 @@ static int run_poslab(int argc, char** argv);
 int main(int argc, char** argv) { leave(run_poslab(argc, argv)); }
 
 static int run_poslab(int argc, char** argv) {
-  // OpenMP reads OMP_WAIT_POLICY when the library loads, before main: choose it and re-exec once.
-  // Measured on a 2-core VM (docs/benchmarks.md): spinning (ACTIVE) workers ran bf16 (oneDNN) and
-  // fp32 batch shards fastest; OpenBLAS's own threads, which fight spinning workers, are then kept
-  // to one (util/runtime.cpp). A user's setting wins. Only the commands that train pay for it:
-  // loading LibTorch twice costs ~0.26 s, a sixth of a 16,384-token evaluation, and evaluation
-  // runs as fast under OpenMP's own default.
-  if (std::getenv("OMP_WAIT_POLICY") == nullptr && command_trains(argc, argv)) {
-    ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
-    // Under spinning workers OpenBLAS runs one thread anyway (util/runtime.cpp): saying so before it
-    // loads keeps it from starting threads that spin ~0.1 s first, in this process and in compare's cells.
-    ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
-    // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
-    // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
-    const poslab::ThreadAffinity unpinned(poslab::openmp_binds() ? poslab::usable_cpus() : std::vector<int>{});
-    ::execv("/proc/self/exe", argv);  // returns only on failure; then carry on as we are
-  }
+  g_argv = argv;
   poslab::stop_with_parent();  // a process compare started stops when compare is gone
   // Blocked evaluation attention allocates and frees ~20 MiB of scores per query block. glibc
   // mmaps blocks that large and unmaps them on free, so every block faulted fresh pages in: a third

@@ -280,6 +280,7 @@ static json load_layers(const std::string& path, std::set<std::string>& seen) {
   std::string canonical = absolute_path(path);
   if (seen.count(canonical)) throw ConfigError(path + ": \"extends\" forms a cycle");
   seen.insert(canonical);
+  require_rereadable(path, "config");
   json file = read_json_file(path);
   if (!file.is_object()) throw ConfigError(path + ": the config must be a JSON object");
   json merged = default_config_json();

@@ -53,6 +53,7 @@ static void apply_file_override(json& config, const std::string& key, const json
 }
 
 Experiment load_experiment(const std::string& path) {
+  require_rereadable(path, "experiment");
   json file = read_json_file(path);
   const std::string where = "experiment " + path;
   if (!file.is_object()) throw ConfigError(where + ": expected a JSON object");

@@ -125,6 +125,14 @@ void check_run_writable(const std::string& dir, const std::string& file, const s
                       "); copy the run where you can write, or run as its owner");
 }
 
+void require_rereadable(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status) || std::filesystem::is_regular_file(status)) return;
+  throw ConfigError(what + " " + path + ": not a regular file (a pipe or device?); poslab reads it more than once: "
+                    "save it to a file and pass that");
+}
+
 bool file_exists(const std::string& path) {
   std::error_code ec;
   return fs::exists(path, ec);

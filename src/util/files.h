@@ -23,6 +23,10 @@ std::string absolute_path(const std::string& path);
 // `relative` as seen from the directory holding `from_file`, unless it is absolute.
 std::string resolve_relative(const std::string& from_file, const std::string& relative);
 bool file_exists(const std::string& path);
+// Throws ConfigError "<what> PATH: not a regular file ..." when `path` exists and is a pipe or device
+// (`--config <(...)`, /dev/stdin): configs and experiments are read more than once, and a pipe is empty the
+// second time. A missing path passes: the read that follows names it.
+void require_rereadable(const std::string& path, const std::string& what);
 // Before the work of a command that writes `file` into an existing run directory `dir` (eval, probe,
 // attention): ConfigError "--run DIR: cannot write FILE there (reason); copy the run where you can write"
 // when it cannot. A directory that is not there is left to the command's own "no run here".

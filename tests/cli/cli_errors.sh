@@ -16,6 +16,9 @@ printf 'abc\xff\xfe def' > latin.txt; printf '{"data": {"kind": "text", "path": 
 mkdir unreadable_dir; printf '{"data": {"kind": "text", "path": "%s"}}\n' "$WORK/unreadable_dir" > dir.json
 
 expect_fail 2 "malformed.json: malformed JSON at line 2, column" -- "$POSLAB" train -c malformed.json --out r1
+# A config or experiment is read more than once: a pipe is refused by name, not read empty ("malformed JSON").
+expect_fail 2 "config /dev/stdin: not a regular file" -- bash -c 'cat "$1" | "$0" train -c /dev/stdin --out r1' "$POSLAB" unknown.json
+expect_fail 2 "experiment /dev/fd/" -- bash -c '"$0" compare -c <(cat "$1") --out r1' "$POSLAB" unknown.json
 expect_fail 2 "unknown key 'model.n_layers'" -- "$POSLAB" train -c unknown.json --out r1
 expect_fail 2 "model.n_layer must be an integer" -- "$POSLAB" train -c wrongtype.json --out r1
 expect_fail 2 "train.learning_rate must be positive" -- "$POSLAB" train -c range.json --out r1

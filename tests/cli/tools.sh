@@ -132,6 +132,17 @@ assert got == json.load(open("bench.json"))["cpu"], got' "$CLI_DIR/../.."
 check "bench runs under the caller's OMP_WAIT_POLICY (lib.sh sets PASSIVE)" grep -q '"omp_wait_policy": "PASSIVE"' bench.json
 env -u OMP_WAIT_POLICY "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_unset.json > /dev/null
 check "commands that train choose ACTIVE when OMP_WAIT_POLICY is unset" grep -q '"omp_wait_policy": "ACTIVE"' bench_unset.json
+# The choice costs a second load of LibTorch (the re-exec), paid only once the input is checked: a bad config
+# is refused by the first image. The dynamic loader says each time it initialises libtorch_cpu (LD_DEBUG=files).
+torch_inits() { grep -c "calling init: .*libtorch_cpu" "$1" || true; }
+env -u OMP_WAIT_POLICY LD_DEBUG=files "$POSLAB" bench -c sort.json --steps 1 --warmup 0 > /dev/null 2> inits_ok.log
+check "a command that trains loads LibTorch twice when it chooses OMP_WAIT_POLICY (the re-exec)" test "$(torch_inits inits_ok.log)" = 2
+printf '{"model": {"n_layr": 2}}\n' > typo.json
+for cmd in train bench compare; do
+  env -u OMP_WAIT_POLICY LD_DEBUG=files "$POSLAB" $cmd -c typo.json > /dev/null 2> "inits_$cmd.log" || true
+  check "$cmd refuses a bad config before the re-exec: one load of LibTorch" test "$(torch_inits "inits_$cmd.log")" = 1
+  check "... with its one-line error" grep -q "^poslab: error: .*typo.json" "inits_$cmd.log"
+done
 # The fp32 kernels: OpenBLAS prints the core it runs when it loads (OPENBLAS_VERBOSE=2), whether its own
 # choice by CPU model or OPENBLAS_CORETYPE's; the JSON must name the same one ("" with another BLAS).
 OPENBLAS_VERBOSE=2 "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_blas.json > blas.out 2>&1
