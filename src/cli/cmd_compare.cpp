@@ -83,8 +83,6 @@ void add_compare(CLI::App& app) {
     }
     if (o->config.empty()) throw ConfigError("compare: give --config EXPERIMENT.json (or --aggregate DIR)");
     Experiment e = load_experiment(o->config);
-    become_training_process();
-    find_plot_script();
     co.out = o->out.empty() ? "runs/" + e.name : o->out;
     // The file's "jobs" is a suggestion for a machine like the one it was measured on: never more
     // cells at once than cores. -j is the user's word and is taken as given.
@@ -92,6 +90,8 @@ void add_compare(CLI::App& app) {
       co.jobs = std::max(1, std::min(e.jobs, cpu_count()));
     co.shard = shard_from(o->shard);
     check_output_dir(co.out, "--out");
+    become_training_process();  // the input checked: a mistake in it is reported by this image
+    find_plot_script();
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);
     const nlohmann::json results = run_experiment(e, co);
     if (stop_requested()) std::exit(130);  // interrupted: the cells checkpointed; the same command resumes them

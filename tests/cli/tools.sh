@@ -143,6 +143,11 @@ for cmd in train bench compare; do
   check "$cmd refuses a bad config before the re-exec: one load of LibTorch" test "$(torch_inits "inits_$cmd.log")" = 1
   check "... with its one-line error" grep -q "^poslab: error: .*typo.json" "inits_$cmd.log"
 done
+: > not_a_dir
+env -u OMP_WAIT_POLICY LD_DEBUG=files "$POSLAB" compare -c "$CLI_DIR/../../configs/experiments/quick.json" --out not_a_dir \
+  > /dev/null 2> inits_out.log || true
+check "compare refuses an --out that cannot be written before the re-exec too" test "$(torch_inits inits_out.log)" = 1
+check "... naming it" grep -q "^poslab: error: --out not_a_dir: exists and is not a directory" inits_out.log
 # The fp32 kernels: OpenBLAS prints the core it runs when it loads (OPENBLAS_VERBOSE=2), whether its own
 # choice by CPU model or OPENBLAS_CORETYPE's; the JSON must name the same one ("" with another BLAS).
 OPENBLAS_VERBOSE=2 "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_blas.json > blas.out 2>&1
