@@ -237,9 +237,13 @@ check "a re-run probes only that cell" test "$(grep -c '\[probe ' rerun.out)" -e
 check "a re-run trains nothing" test "$(grep -c 'finished earlier, skipped' rerun.out)" -eq 4
 # Probes redefined (fewer trials) between runs into one --out: every cell is probed again under the new
 # definition, not left with the old one's files.
-sed 's/"trials": 5/"trials": 3/' exp.json > exp_t3.json
+# Depths 0, 0.5 and 1 at 64 tokens collapse onto the filler's ends in every cell: said once for the grid.
+sed 's/"trials": 5/"trials": 3/; s/"depths": \[0, 1\]/"depths": [0, 0.5, 1]/' exp.json > exp_t3.json
 "$POSLAB" compare -c exp_t3.json --out cmp > retrial.out 2>&1
 check "a redefined probe is said to be done again" grep -q "probes.passkey changed since the last run into cmp: done again" retrial.out
+check "... on all four cells" test "$(grep -c '\[probe ' retrial.out)" -eq 4
+check "the cells' collapsed depths are said once, not per cell" \
+  test "$(grep -c 'passkey probe at 64 tokens: its [0-9]* tokens of filler hold too few sentence boundaries' retrial.out)" -eq 1
 check "every cell's probe is the new definition's" /usr/bin/python3 -c '
 import glob, json
 files = glob.glob("cmp/cells/*/probe-passkey.json")
