@@ -13,11 +13,40 @@ namespace fs = std::filesystem;
 
 namespace poslab {
 
+// A run's token files read again (--resume, eval, probe, attention) must mean what they meant in training:
+// a meta.pkl or meta.json rewritten since (another character at an id, more symbols, another SentencePiece
+// model) would feed the model ids whose text changed, and nothing else would notice. Checked where both
+// the run and the sidecar name their symbols; bare ids (or a sidecar giving only a size) leave the id check.
+static void check_run_vocabulary(const TokenMeta& meta, const DataConfig& d, const Tokenizer& run) {
+  if (run.ids_only() || (meta.itos.empty() && meta.tokenizer.empty())) return;
+  const std::string why = "; these token files are not the ones the run was trained on, or their sidecar changed "
+                          "since (token ids would mean other text)";
+  const auto kind = [](bool sp) { return sp ? std::string("SentencePiece pieces") : std::string("characters"); };
+  if (run.is_sentencepiece() != meta.itos.empty())
+    throw ConfigError(meta.source + ": its vocabulary is " + kind(meta.itos.empty()) + ", the run's " +
+                      kind(run.is_sentencepiece()) + why);
+  if (!meta.itos.empty()) {
+    const Tokenizer data(meta.itos, d.vocab_size > 0 ? d.vocab_size : meta.vocab_size);
+    const std::string diff = vocabulary_difference(run, data, "in the run", "here");
+    if (!diff.empty())
+      throw ConfigError(meta.source + ": its vocabulary (" + std::to_string(data.size()) + " symbols) differs from the run's (" +
+                        std::to_string(run.size()) + " symbols; first at " + diff + ")" + why);
+    return;
+  }
+  // Both SentencePiece: the run keeps a copy of its model; a sidecar's model moved away leaves that copy in use.
+  if (file_exists(meta.tokenizer) &&
+      read_text_file(meta.tokenizer, meta.source + ": its tokenizer") !=
+          read_text_file(run.sentencepiece_model(), "the run's tokenizer"))
+    throw ConfigError(meta.source + ": its SentencePiece model " + meta.tokenizer + " differs from the run's (" +
+                      run.sentencepiece_model() + ")" + why);
+}
+
 TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, const Config& c,
                          const Tokenizer* run_tokenizer)
     : TextCorpus(c.model.block_size), train_(std::move(train)), val_(std::move(val)) {
   const auto& d = c.data;
   if (run_tokenizer != nullptr) {
+    check_run_vocabulary(meta, d, *run_tokenizer);
     tokenizer_ = *run_tokenizer;
   } else {
     int64_t n = d.vocab_size > 0 ? d.vocab_size : meta.vocab_size;
@@ -53,7 +82,10 @@ TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, 
       const int64_t at = f->first_id_at_or_above(vocab);
       // None found: the cached largest id was stale (the file was rewritten keeping its size and time), and
       // this scan of the whole file has just checked every id.
-      if (at >= 0) throw ConfigError(f->offset_message(at, f->at(at), vocab));
+      if (at >= 0)
+        throw ConfigError(f->offset_message(
+            at, f->at(at), vocab,
+            run_tokenizer == nullptr ? "" : "the run's vocabulary: these token files are not the ones it was trained on"));
     }
   }
   const int64_t need_train = block_size_ + 1;

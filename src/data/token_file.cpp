@@ -77,8 +77,9 @@ TokenFile::TokenFile(const std::string& path, const std::string& format, const s
   if (fd_ < 0) throw ConfigError(source + ": cannot open (" + std::strerror(errno) + ")");
   struct stat st {};
   if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    const bool dir = S_ISDIR(st.st_mode);
     close();
-    throw ConfigError(source + ": not a regular file (a pipe or device?)");
+    throw ConfigError(source + (dir ? ": is a directory, expected a token file" : ": not a regular file (a pipe or device?)"));
   }
   uint8_t head[kLlmcHeaderBytes];
   const ssize_t got = ::pread(fd_, head, sizeof head, 0);
@@ -139,8 +140,8 @@ int64_t TokenFile::at(int64_t i) const {
   return static_cast<int64_t>(uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24);
 }
 
-std::string TokenFile::offset_message(int64_t index, int64_t id, int64_t vocab_size) const {
-  std::string hint = "set data.vocab_size, or fix meta.json / meta.pkl";
+std::string TokenFile::offset_message(int64_t index, int64_t id, int64_t vocab_size, const std::string& why) const {
+  std::string hint = why.empty() ? "set data.vocab_size, or fix meta.json / meta.pkl" : why;
   // A raw read of what looks like an llm.c shard with a magic of neither kind: its header's token count fits
   // the bytes after a 1024-byte header, and the bad id lies in that header.
   const int64_t offset = layout_.header_bytes + index * layout_.token_bytes;

@@ -58,7 +58,9 @@ class TokenFile {
   int64_t max_id() const;
   // Byte offset of the first id >= vocab_size, or -1 (a scan; the error path only).
   int64_t first_id_at_or_above(int64_t vocab_size) const;
-  std::string offset_message(int64_t index, int64_t id, int64_t vocab_size) const;
+  // "<source>: token id ID at byte offset ... is not below the vocabulary size N (WHY)"; WHY by default the
+  // fix for a new run's data (data.vocab_size, the sidecar), or what a run's own vocabulary means instead.
+  std::string offset_message(int64_t index, int64_t id, int64_t vocab_size, const std::string& why = "") const;
 
  private:
   void close();

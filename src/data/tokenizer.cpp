@@ -87,6 +87,16 @@ Tokenizer Tokenizer::from_json(const nlohmann::json& j, const std::string& run_d
   return ids(n);
 }
 
+std::string vocabulary_difference(const Tokenizer& a, const Tokenizer& b, const std::string& label_a,
+                                  const std::string& label_b) {
+  const nlohmann::json ja = a.to_json(), jb = b.to_json();
+  if (ja == jb) return "";
+  const nlohmann::json::json_pointer at(nlohmann::json::diff(ja, jb)[0]["path"].get<std::string>());
+  const auto value = [&](const nlohmann::json& j) { return j.contains(at) ? j.at(at).dump() : std::string("nothing"); };
+  const bool id = ja.is_array() && at.to_string().find('/', 1) == std::string::npos;
+  return (id ? "id " + at.back() : at.to_string()) + ": " + value(ja) + " " + label_a + ", " + value(jb) + " " + label_b;
+}
+
 nlohmann::json Tokenizer::to_json() const {
   if (!sp_model_.empty()) return {{"vocab_size", vocab_size_}, {"sentencepiece", "tokenizer.model"}};
   if (symbols_.empty()) return {{"vocab_size", vocab_size_}};

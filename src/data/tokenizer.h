@@ -56,6 +56,11 @@ class Tokenizer {
   std::string sp_model_;
 };
 
+// Where two vocabularies of named symbols first differ, as vocab.json writes them: "id 3: \"a\" <label_a>, \"b\"
+// <label_b>" (or a vocab.json key where the forms differ, "/vocab_size: ..."); "" when they are the same.
+std::string vocabulary_difference(const Tokenizer& a, const Tokenizer& b, const std::string& label_a,
+                                  const std::string& label_b);
+
 // The name the character-level code grew up with.
 using CharTokenizer = Tokenizer;
 

@@ -99,15 +99,10 @@ void init_weights_from(const InitSource& s, GPT& model, const CharTokenizer& tok
                       ") differs from this config's data (" + std::to_string(tokenizer.size()) + " " + kind_of(tokenizer) +
                       "); token ids would mean other text");
   }
-  if (there != here) {
-    // The first place they differ (same sizes, another character at an id, say), as the vocabulary file has it.
-    const nlohmann::json::json_pointer at(nlohmann::json::diff(there, here)[0]["path"].get<std::string>());
-    const auto value = [&](const nlohmann::json& j) { return j.contains(at) ? j.at(at).dump() : std::string("nothing"); };
+  if (there != here)  // the first place they differ (same sizes, another character at an id, say)
     throw ConfigError(flag + "its vocabulary (" + std::to_string(s.tokenizer.size()) + " symbols) differs from this config's data (" +
                       std::to_string(tokenizer.size()) + " symbols; first at " +
-                      (there.is_array() && at.to_string().find('/', 1) == std::string::npos ? "id " + at.back() : at.to_string()) + ": " + value(there) +
-                      " there, " + value(here) + " here); token ids would mean other characters");
-  }
+                      vocabulary_difference(s.tokenizer, tokenizer, "there", "here") + "); token ids would mean other characters");
   // A bounded table (learned positions) holds one trained row per position: there is nothing to
   // fill new rows with, and interpolating rows is not what the encoding learned.
   auto source_pos = make_positional({s.config.model.pos_encoding, s.config.model.n_embd, s.config.model.n_head,

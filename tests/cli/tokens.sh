@@ -307,6 +307,54 @@ for l in lines:
     assert all(t == str(int(t)) for _, t in l['targets']), l['targets'][:3]
 "
 
+# A run's token files whose sidecar changed since it trained (meta.pkl rewritten with its characters at other
+# ids, or with one more): --resume and eval refuse them, naming the first id that differs, where they fed the
+# model ids whose characters had moved (the resume went on, rc 0). Put back, the run resumes.
+mkdir -p remap && cp shakespeare_char/train.bin shakespeare_char/val.bin shakespeare_char/meta.pkl remap/
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=remap "${SMALL[@]}" --set train.max_iters=4 \
+  --stop-at 2 --out runs/remap > remap.log 2>&1
+cp remap/meta.pkl remap.meta.pkl
+/usr/bin/python3 -c "
+import pickle
+m = pickle.load(open('remap/meta.pkl', 'rb')); it = m['itos']; n = len(it)
+i2 = {i: it[(i + 1) % n] for i in range(n)}
+pickle.dump({'vocab_size': n, 'itos': i2, 'stoi': {c: i for i, c in i2.items()}}, open('remap/meta.pkl', 'wb'))"
+n=$(/usr/bin/python3 -c "import pickle; print(pickle.load(open('remap.meta.pkl', 'rb'))['vocab_size'])")
+# The characters at id 0 before and after, as JSON writes them (the message quotes vocab.json's form).
+first=$(/usr/bin/python3 -c "
+import json, pickle; it = pickle.load(open('remap.meta.pkl', 'rb'))['itos']
+print(json.dumps(it[0]) + ' in the run, ' + json.dumps(it[1]) + ' here')")
+expect_fail 2 "remap/meta.pkl: its vocabulary ($n symbols) differs from the run's ($n symbols; first at id 0: $first); these token files are not the ones the run was trained on" -- \
+  "$POSLAB" train --resume runs/remap
+expect_fail 2 "remap/meta.pkl: its vocabulary ($n symbols) differs from the run's" -- "$POSLAB" eval --run runs/remap --lengths 32
+/usr/bin/python3 -c "
+import pickle
+m = pickle.load(open('remap.meta.pkl', 'rb')); it = dict(m['itos']); n = len(it); it[n] = '~'
+pickle.dump({'vocab_size': n + 1, 'itos': it, 'stoi': {c: i for i, c in it.items()}}, open('remap/meta.pkl', 'wb'))"
+expect_fail 2 "remap/meta.pkl: its vocabulary ($((n + 1)) symbols) differs from the run's ($n symbols; first at " -- \
+  "$POSLAB" train --resume runs/remap
+check "... and neither moved the run on" /usr/bin/python3 -c "
+import json; assert json.load(open('runs/remap/summary.json'))['status'] == 'interrupted'"
+cp remap.meta.pkl remap/meta.pkl
+"$POSLAB" train --resume runs/remap >> remap.log 2>&1
+check "with meta.pkl put back the run resumes and finishes" /usr/bin/python3 -c "
+import json; assert json.load(open('runs/remap/summary.json'))['status'] == 'done'"
+# An ids-only run given token files with ids past its vocabulary: the error says the run's vocabulary is the
+# bound (data.vocab_size cannot be set on a resume).
+mkdir -p ids-grow && cp shakespeare_char/train.bin shakespeare_char/val.bin ids-grow/
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=ids-grow --set data.vocab_size=100 "${SMALL[@]}" \
+  --set train.max_iters=4 --stop-at 2 --out runs/ids-grow > ids-grow.log 2>&1
+/usr/bin/python3 -c "
+import numpy as np
+a = np.fromfile('ids-grow/train.bin', dtype=np.uint16); a[7] = 150; a.tofile('ids-grow/train.bin')"
+expect_fail 2 "ids-grow/train.bin: token id 150 at byte offset 14 (token 7) is not below the vocabulary size 100 (the run's vocabulary: these token files are not the ones it was trained on)" -- \
+  "$POSLAB" train --resume runs/ids-grow
+# A directory where a token file should be is named as one.
+mkdir -p dirfile/train.bin && cp shakespeare_char/val.bin shakespeare_char/meta.pkl dirfile/
+expect_fail 2 "dirfile/train.bin: is a directory, expected a token file" -- \
+  "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=dirfile "${SMALL[@]}" --out runs/dirfile
+check "... and no run is left" test ! -e runs/dirfile
+
 # A token file that turns bad under a running job (ids past the vocabulary written in place, its size and
 # time kept, so the cached scan still vouches for it): the run fails at the step that reads them, exit 1,
 # and summary.json says "failed" with the reason.
