@@ -220,8 +220,9 @@ void add_pe(CLI::App& app) {
   cmd->add_option("--option", o->options, "KEY=VALUE sets model.pos_encoding.KEY as a config would (a kind's own "
                                           "keys, e.g. npos=8 for cope, or a plug-in's options); repeatable")
       ->type_name("KEY=VALUE");
-  cmd->add_option("--randomize", o->randomize, "Print the sorted positions a randomized run draws from [0, MAX)")
-      ->check(positive_integer());
+  cmd->add_option("--randomize", o->randomize,
+                  "Print the sorted positions a randomized run draws from [0, MAX), MAX >= --positions (0, the default: off)")
+      ->check(integer_at_least(0, "0 (off) or a positive integer"));
   cmd->add_option("--seed", o->seed, "Seed for --randomize (default 0)");
   auto* base_opt = cmd->add_option("--base", o->base, "Base for sinusoidal and rope (default 10000)");
   auto* scale_opt = cmd->add_option("--scale", o->scale, "Multiplier of additive kinds (default 0 = as in a model: 1 for index, "

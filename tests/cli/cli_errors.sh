@@ -122,7 +122,7 @@ expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB
 expect_fail 2 "--dim must be such that the head size n_embd/n_head is even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
 # The smallest scale_base the message suggests passes: at 127 positions 1 does not (the limit is 2 floor(80 s / ln 3.5)).
 expect_fail 2 "over --positions = 127 tokens (at least 1.01), got 1" -- "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1
-check "...and the suggested 1.01 is taken" "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1.01 --format json
+check "...and the suggested 1.01 is taken" "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1.01 --format json > /dev/null
 # A key that starts with a flag's key (scale_base, scale) keeps its own name: --option, not "--scale_base".
 expect_fail 2 "poslab: error: --option scale_base must be large enough that xPos's scales stay finite over --positions = 100000 tokens" -- "$POSLAB" pe --kind xpos --positions 100000 --dim 8
 expect_fail 2 "--scale must be a finite number, got inf" -- "$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --scale inf
@@ -144,6 +144,10 @@ expect_fail 2 "--param 'r1=x': expected name=number" -- "$POSLAB" pe --kind kerp
 expect_fail 2 "--param c: not a parameter of kerple_power (known: r1, r2)" -- "$POSLAB" pe --kind kerple_power --positions 4 --dim 8 --param c=1
 expect_fail 2 "--param r1: not a parameter of rope (it takes none)" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --param r1=1
 expect_fail 2 "--randomize must be 0 (off) or >= --positions (8)" -- "$POSLAB" pe --kind rope --positions 8 --dim 8 --randomize 4
+# 0 is off, as that message says (the option refused it as "must be a positive integer"): the table without it.
+check "pe --randomize 0 is off: the same output as without it" bash -c \
+  "[ \"\$('$POSLAB' pe --kind rope --positions 8 --dim 8 --randomize 0 --format json)\" = \"\$('$POSLAB' pe --kind rope --positions 8 --dim 8 --format json)\" ]"
+expect_fail 2 "--randomize: must be 0 (off) or a positive integer, got '-1'" -- "$POSLAB" pe --kind rope --positions 8 --dim 8 --randomize -1
 check "pe: alibi's --heads and --dim are independent" bash -c "'$POSLAB' pe --kind alibi --heads 6 --dim 8 --positions 4 --format json >/dev/null"
 check "pe: t5 buckets are integers" bash -c "'$POSLAB' pe --kind t5 --positions 20 --dim 8 --format json | grep -q '\"buckets\":\[\[0,0'"
 expect_fail 2 "unknown command 'frobnicate' (commands: train, eval" -- "$POSLAB" frobnicate
@@ -242,6 +246,8 @@ sed 's/lazy/la!y/' fox.txt > fox2.txt
 "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox.txt --set eval.lengths=[8] --out foxrun > /dev/null 2>&1
 expect_fail 2 "its vocabulary (28 symbols) differs from this config's data (28 symbols; first at id 2: \"a\" there, \"!\" here)" -- \
   "$POSLAB" train -c ok.json --set data.kind=text --set data.path=fox2.txt --init-from foxrun --out r4
+expect_fail 2 "eval: --batches applies to task runs; foxrun trained on text" -- "$POSLAB" eval --run foxrun --batches 3 --tag x
+check "... writing nothing" test ! -e foxrun/eval-x.json
 # An encoding option that shapes its parameters, set otherwise for the fine-tune: named by its key (the
 # message was about a tensor of the checkpoint).
 "$POSLAB" train -c ok.json --set $PE.kind=cope --set train.max_iters=1 --out coperun > /dev/null 2>&1
@@ -318,6 +324,15 @@ expect_range "--n: must be a positive integer, got '0'" -- "$POSLAB" data -c ok.
 expect_range "--steps: must be a positive integer, got '0'" -- "$POSLAB" bench -c ok.json --steps 0
 expect_range "--batch: must be a positive integer, got '0'" -- "$POSLAB" fixture -c ok.json --out r6 --batch 0
 expect_fail 2 "--tag must not be empty" -- "$POSLAB" eval --run run --lengths 8 --tag ""
+# Options of the other kind of run were taken, unused, and recorded in eval.json's settings as if used.
+expect_fail 2 "eval: --stride applies to text runs; run trained on data.task copy" -- "$POSLAB" eval --run run --lengths 8 --stride 3 --tag x
+expect_fail 2 "eval: --tokens applies to text runs; run trained on data.task copy" -- "$POSLAB" eval --run run --lengths 8 --tokens 5 --tag x
+check "... writing nothing" test ! -e run/eval-x.json
+# A factor of 1 for linear, NTK or YaRN scales nothing: refused by eval and probe as by pe and a config.
+expect_fail 2 "eval: --factor: rope scaling 'linear' needs a factor above 1 (1 scales nothing)" -- \
+  "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor 1
+expect_fail 2 "probe: --factor: rope scaling 'ntk' needs a factor above 1 (1 scales nothing)" -- \
+  "$POSLAB" probe --run run --rope-scaling ntk --factor 1
 if ! command -v nvidia-smi >/dev/null 2>&1; then  # the machines CI runs on have no GPU
   expect_fail 2 "fixture --device cuda: no CUDA device is available" -- "$POSLAB" fixture -c ok.json --out r6 --device cuda
 fi
