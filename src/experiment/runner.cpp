@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <filesystem>
 #include <fstream>
@@ -484,12 +485,14 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   if (o.shard.active()) check_same_experiment(saved_experiment, o, /*at_end=*/false);
   check_cells_match(full, o);
   // One compare at a time per output directory (per shard: a shard's cells are its own): a second one
-  // would train the same cells beside the first and overwrite its files.
+  // would train the same cells beside the first and overwrite its files. Shards hold the directory's lock
+  // shared, so they run beside one another but never beside a whole-grid compare, which takes every cell.
   fs::create_directories(o.out);
-  const FileLock lock(o.out + (o.shard.active() ? "/.compare-shard-" + std::to_string(o.shard.index) + "-of-" +
-                                                      std::to_string(o.shard.count) + ".lock"
-                                                : "/.compare.lock"),
-                      "--out " + o.out);
+  const FileLock whole(o.out + "/.compare.lock", "--out " + o.out, /*shared=*/o.shard.active());
+  std::optional<FileLock> shard;
+  if (o.shard.active())
+    shard.emplace(o.out + "/.compare-shard-" + std::to_string(o.shard.index) + "-of-" + std::to_string(o.shard.count) + ".lock",
+                  "--out " + o.out);
   drop_stale_follow_ups(full, o);
   drop_foreign_cell_files(full, o);
   fs::create_directories(o.out + "/cells");

@@ -138,11 +138,11 @@ bool file_exists(const std::string& path) {
   return fs::exists(path, ec);
 }
 
-FileLock::FileLock(const std::string& path, const std::string& what) {
+FileLock::FileLock(const std::string& path, const std::string& what, bool shared) {
   // O_CLOEXEC: the processes this one starts must not keep the lock after it ends.
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd_ < 0) throw ConfigError(what + ": cannot create " + path + " (" + std::strerror(errno) + ")");
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd_, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
     const int err = errno;
     char buf[32] = {0};
     const ssize_t got = ::pread(fd_, buf, sizeof buf - 1, 0);
@@ -154,6 +154,7 @@ FileLock::FileLock(const std::string& path, const std::string& what) {
                       " is writing it; wait for it to finish or stop it, or choose another --out");
   }
   const std::string pid = std::to_string(::getpid());
+  if (shared) return;  // the file's pid stays an exclusive holder's (or the last one's): it only names one in messages
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     // The pid is only for the message above: the lock itself holds.
   }

@@ -44,7 +44,8 @@ void check_output_dir(const std::string& path, const std::string& option);
 // (pid N) is writing it; ..." when another process holds it.
 class FileLock {
  public:
-  FileLock(const std::string& path, const std::string& what);
+  // `shared`: held beside other shared holders of `path`, excluding only an exclusive one (and it them).
+  FileLock(const std::string& path, const std::string& what, bool shared = false);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;

@@ -214,6 +214,8 @@ pid=$!
 for _ in $(seq 1 300); do grep -q "resuming kind=rope" long2.log 2>/dev/null && break; sleep 0.1; done
 sleep 1
 expect_fail 2 "--out longout: another poslab (pid $pid) is writing it" -- "$POSLAB" compare -c longexp.json --out longout --no-plots
+# A shard into it too (it resumed the cell the whole compare was training, and failed it as locked).
+expect_fail 2 "--out longout: another poslab (pid $pid) is writing it" -- "$POSLAB" compare -c longexp.json --out longout --no-plots --shard 0/2
 cell=$(pgrep -f -- "--resume longout/cells/kind=rope" | head -1)
 kill -KILL $pid
 wait $pid 2>/dev/null
