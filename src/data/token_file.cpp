@@ -184,9 +184,10 @@ void TokenFile::read(int64_t start, int64_t n, int64_t* out, int64_t vocab_size)
   if (vocab_size > 0 && top >= vocab_size) throw ConfigError(offset_message(top_at, top, vocab_size));
 }
 
-// Scans every token with pread (a bounded buffer), calling `each(block, count, first_index)`.
+// Scans every token with pread (a bounded buffer), calling `each(block, count, first_index)`; on a large file
+// a progress line every 2 s says `doing` ("checking token ids").
 template <typename F>
-static void scan_file(int fd, const TokenFileLayout& l, const std::string& source, F each) {
+static void scan_file(int fd, const TokenFileLayout& l, const std::string& source, const std::string& doing, F each) {
   constexpr int64_t kChunk = 1 << 22;  // tokens per read
   std::vector<uint8_t> buf(static_cast<size_t>(kChunk * l.token_bytes));
   const auto t0 = std::chrono::steady_clock::now();
@@ -203,7 +204,7 @@ static void scan_file(int fd, const TokenFileLayout& l, const std::string& sourc
     if (!each(buf.data(), n, i)) return;
     const auto now = std::chrono::steady_clock::now();
     if (now - last > std::chrono::seconds(2)) {
-      spdlog::info("{}: checking token ids, {:.0f}%", source, 100.0 * (i + n) / l.count);
+      spdlog::info("{}: {}, {:.0f}%", source, doing, 100.0 * (i + n) / l.count);
       last = now;
     }
   }
@@ -232,7 +233,7 @@ int64_t TokenFile::max_id() const {
   }
   int64_t top = 0;
   const int bytes = layout_.token_bytes;
-  scan_file(fd_, layout_, source_, [&](const uint8_t* p, int64_t n, int64_t) {
+  scan_file(fd_, layout_, source_, "checking token ids", [&](const uint8_t* p, int64_t n, int64_t) {
     for (int64_t k = 0; k < n; ++k) top = std::max(top, token_in(p, k, bytes));
     return true;
   });
@@ -247,7 +248,10 @@ int64_t TokenFile::max_id() const {
 int64_t TokenFile::first_id_at_or_above(int64_t vocab_size) const {
   int64_t found = -1;
   const int bytes = layout_.token_bytes;
-  scan_file(fd_, layout_, source_, [&](const uint8_t* p, int64_t n, int64_t first) {
+  // A second pass, after max_id() found an id too large: its own words, so that its percentages, from 0
+  // again, do not read as the first pass going backwards.
+  scan_file(fd_, layout_, source_, "finding the first token id >= " + std::to_string(vocab_size),
+            [&](const uint8_t* p, int64_t n, int64_t first) {
     for (int64_t k = 0; k < n; ++k)
       if (token_in(p, k, bytes) >= vocab_size) {
         found = first + k;
