@@ -90,7 +90,7 @@ std::optional<RopeScalingConfig> rope_scaling_from_flags(const RopeScalingFlags&
   if (f.kind != "none" && !factor_given)
     throw ConfigError(command + ": --rope-scaling " + f.kind + " needs --factor S (above 1" +
                       (f.kind == "dynamic_ntk" ? ", or 1" : "") + ")");
-  if (!(f.factor >= 1)) throw ConfigError(command + ": --factor must be >= 1, got " + nlohmann::json(f.factor).dump());
+  if (!(f.factor >= 1)) throw ConfigError(command + ": --factor must be >= 1, got " + number_text(f.factor));
   // As a config's eval.rope_scaling (and pe) refuse it: a variant labelled with a kind that changes nothing.
   if ((f.kind == "linear" || f.kind == "ntk" || f.kind == "yarn") && f.factor == 1.0)
     throw ConfigError(command + ": --factor: rope scaling '" + f.kind + "' needs a factor above 1 (1 scales nothing), e.g. "

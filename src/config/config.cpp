@@ -103,6 +103,12 @@ bool json_fits_int(const json& v) {
   return v.is_number_integer() && v.get<double>() >= INT32_MIN && v.get<double>() <= INT32_MAX;
 }
 
+std::string number_text(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return json(x).dump();
+}
+
 // Does `value` fit where `expected` (a built-in key's value) stands? Integers may stand for floats, not
 // back. The built-in list keys hold integers (eval.lengths); options that kinds declare, whose defaults may be
 // lists of anything and objects, are checked by conform_option.

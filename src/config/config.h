@@ -231,5 +231,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 nlohmann::json read_json_file(const std::string& path);
 // Is `v` an integer that fits an int? (get<int> on anything else converts out of range.)
 bool json_fits_int(const nlohmann::json& v);
+// A number as messages write it: JSON's form ("0.0", "1e-05"), and "nan", "inf" or "-inf" where JSON writes null.
+std::string number_text(double x);
 
 }  // namespace poslab

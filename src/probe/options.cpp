@@ -24,7 +24,7 @@ void check_probe_options(const ProbeOptions& o, const std::function<std::string(
   // The lower Wilson bound of n successes in n trials is n / (n + z^2): below 1 at any number of trials.
   if (!(o.threshold > 0 && o.threshold < 1))
     throw ConfigError(name("threshold") + ": must be in (0, 1) (a lower 95% bound of exact match, which never reaches 1), got " +
-                      nlohmann::json(o.threshold).dump());
+                      number_text(o.threshold));
   if (o.haystack != "noise" && o.haystack != "text")
     throw ConfigError(name("haystack") + ": unknown '" + o.haystack + "' (allowed: noise, text)");
   for (double d : o.depths)

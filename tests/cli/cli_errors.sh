@@ -159,6 +159,7 @@ expect_fail 2 "--rope-scaling" -- "$POSLAB" eval --run run --lengths 8 --rope-sc
 expect_fail 2 "--rope-scaling linear needs --factor S (above 1)" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear
 # --factor 0 is a value out of range, not a flag left out; with none, factor and length would be ignored.
 expect_fail 2 "eval: --factor must be >= 1, got 0.0" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor 0
+expect_fail 2 "eval: --factor must be >= 1, got nan" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor nan
 expect_fail 2 "eval: --rope-scaling none scales nothing: drop --factor and --original-length" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling none --factor 2
 expect_fail 2 "--factor must be >= 1" -- "$POSLAB" eval --run run --lengths 8 --rope-scaling linear --factor 0.5
 expect_fail 2 "--factor and --original-length need --rope-scaling" -- "$POSLAB" eval --run run --lengths 8 --factor 2

@@ -22,6 +22,9 @@ expect_fail 2 "--trials: must be at least 1, got 0" -- "$POSLAB" probe --run run
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" probe --run run --lengths 0
 expect_fail 2 "--haystack: unknown 'hay' (allowed: noise, text)" -- "$POSLAB" probe --run run --haystack hay
 expect_fail 2 "--threshold: must be in (0, 1)" -- "$POSLAB" probe --run run --threshold 2
+# Not a number is said as one (JSON's form wrote it "null").
+expect_fail 2 "--threshold: must be in (0, 1) (a lower 95% bound of exact match, which never reaches 1), got nan" -- \
+  "$POSLAB" probe --run run --threshold nan
 # A threshold of 1 no lower bound reaches: every effective length would be 0, whatever the model.
 expect_fail 2 "--threshold: must be in (0, 1) (a lower 95% bound of exact match, which never reaches 1)" -- \
   "$POSLAB" probe --run run --threshold 1
