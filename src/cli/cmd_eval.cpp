@@ -53,6 +53,20 @@ void add_eval(CLI::App& app) {
     if (!o->tag.empty() && o->tag.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.") !=
                                std::string::npos)
       throw ConfigError("eval: --tag '" + o->tag + "' may hold only letters, digits, '_', '-' and '.'");
+    // An option of the other kind of run would be recorded in eval.json's settings as if it had been used. Only
+    // the run's data kind is read here; the evaluation checks the run itself (a missing or damaged one).
+    if (file_exists(RunPaths{o->run}.config())) {
+      const nlohmann::json rc = read_json_file(RunPaths{o->run}.config());
+      const nlohmann::json data = rc.is_object() ? rc.value("data", nlohmann::json::object()) : nlohmann::json::object();
+      const bool task = data.is_object() && data.value("kind", "") == "task";
+      for (const auto& [given, flag] : {std::pair{o->stride > 0, "--stride"}, std::pair{o->tokens > 0, "--tokens"}})
+        if (given && task)
+          throw ConfigError(std::string("eval: ") + flag + " applies to text runs; " + o->run + " trained on data.task " +
+                            data.value("task", "?") + " (its lengths count items; --batches sets how many examples)");
+      if (o->batches > 0 && !task)
+        throw ConfigError("eval: --batches applies to task runs; " + o->run + " trained on text, where every length "
+                          "scores the same validation targets (--tokens sets how many)");
+    }
     EvalOptions eo{{}, o->batches, o->batch_size, o->stride, o->tokens};
     if (lengths_opt->count() > 0) eo.lengths = parse_lengths(o->lengths, "--lengths");
     eo.overrides = o->sets;

@@ -181,15 +181,6 @@ std::vector<int> default_eval_lengths(const Config& c) {
 
 json evaluate_run(const std::string& dir, EvalOptions o) {
   auto run = load_run(dir);
-  // An option of the other kind of run would be recorded in eval.json's settings as if it had been used.
-  const bool task = run.config.data.kind == "task";
-  for (const auto& [given, flag] : {std::pair{o.stride > 0, "--stride"}, std::pair{o.tokens > 0, "--tokens"}})
-    if (given && task)
-      throw ConfigError(std::string("eval: ") + flag + " applies to text runs; " + dir + " trained on data.task " +
-                        run.config.data.task + " (its lengths count items; --batches sets how many examples)");
-  if (o.batches > 0 && !task)
-    throw ConfigError("eval: --batches applies to task runs; " + dir + " trained on text, where every length scores the "
-                      "same validation targets (--tokens sets how many)");
   for (const auto& item : o.overrides)
     if (item.rfind("eval.", 0) != 0)
       throw ConfigError("--set " + item + ": evaluation can only change eval.* keys (the model is trained already)");
