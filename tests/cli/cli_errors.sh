@@ -193,13 +193,13 @@ printf '{"base": "ok.json", "grid": {"seed": [1]}}\n' > good_exp.json
 expect_fail 2 "--out afile: exists and is not a directory" -- "$POSLAB" compare -c good_exp.json --out afile
 expect_fail 2 "model too large for this machine: training needs ~" -- "$POSLAB" train -c ok.json --set model.n_embd=65536 --set model.n_layer=8 --out big
 # A small model refused for its batch: its parameter count in millions as the run line counts it (it said "0M").
-"$POSLAB" train -c ok.json --set train.max_iters=1 --out small-params > small-params.log 2>&1
-"$POSLAB" train -c ok.json --set train.batch_size=100000000 --out big > big-params.log 2>&1
-check "a refused model's parameter count is the run's, in millions to 2 decimals" /usr/bin/python3 -c "
+"$POSLAB" train -c ok.json --set model.n_embd=64 --set train.max_iters=1 --out small-params > small-params.log 2>&1
+"$POSLAB" train -c ok.json --set model.n_embd=64 --set train.batch_size=100000000 --out big > big-params.log 2>&1
+check "a refused model's parameter count is about the run's (an estimate), in millions to 2 decimals" /usr/bin/python3 -c "
 import re
 n = int(re.search(r': (\d+) params', open('small-params.log').read()).group(1))
 m = float(re.search(r'\(([0-9.]+)M parameters', open('big-params.log').read()).group(1))
-assert n > 0 and abs(m - n / 1e6) <= 0.005, (n, m)"
+assert n > 0 and abs(m - n / 1e6) <= 0.1 * n / 1e6 + 0.005, (n, m)"
 check "... and no run is left" test ! -e big
 expect_fail 2 "available; use shorter --lengths" -- "$POSLAB" eval --run run --lengths 8,1000000000
 expect_fail 2 "attention statistics at 200001 tokens needs ~" -- "$POSLAB" attention --run run --lengths 8,100000 --no-plot
