@@ -77,8 +77,10 @@ void check_training_fits(const Config& c) {
   const int64_t available = available_memory_bytes();
   if (available <= 0 || e.total() <= available) return;
   std::ostringstream msg;
-  msg << "model too large for this machine: training needs ~" << format_bytes(e.total()) << " (" << std::fixed << std::setprecision(e.params < 10000000 ? 2 : 0)
-      << e.params / 1e6 << std::defaultfloat << "M parameters: " << format_bytes(e.weights_bytes) << " for weights, gradients and AdamW; "
+  // Millions to 2 decimals below 10M: a small model refused for its batch said "0M".
+  msg << "model too large for this machine: training needs ~" << format_bytes(e.total()) << " (" << std::fixed
+      << std::setprecision(e.params < 10000000 ? 2 : 0) << e.params / 1e6 << std::defaultfloat
+      << "M parameters: " << format_bytes(e.weights_bytes) << " for weights, gradients and AdamW; "
       << format_bytes(e.activations_bytes) << " of activations at batch " << c.train.batch_size << " x "
       << c.model.block_size << " tokens), " << format_bytes(available) << " available; reduce ";
   // Where the token embedding is most of the model, the vocabulary is what to look at (a data.vocab_size typo).

@@ -154,7 +154,7 @@ FileLock::FileLock(const std::string& path, const std::string& what, bool shared
                       " is writing it; wait for it to finish or stop it, or choose another --out");
   }
   const std::string pid = std::to_string(::getpid());
-  if (shared) return;  // the file's pid stays an exclusive holder's (or the last one's): it only names one in messages
+  // Shared holders write theirs too (the last one's stays): it only names a holder in the message above.
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     // The pid is only for the message above: the lock itself holds.
   }

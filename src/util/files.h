@@ -38,7 +38,7 @@ std::vector<std::string> remove_stale_files(const std::vector<std::string>& path
 // "OPTION PATH: <reason>; <what to do>" otherwise. Creates nothing.
 void check_output_dir(const std::string& path, const std::string& option);
 
-// An exclusive lock on `path` (created if missing, holding the owner's pid) for this object's life: two
+// An exclusive (or shared) lock on `path` (created if missing, holding the owner's pid) for this object's life: two
 // processes writing one output directory would train its cells twice and overwrite each other's files. The
 // kernel drops it when the process ends, however it ends. Throws ConfigError "<what>: another poslab
 // (pid N) is writing it; ..." when another process holds it.

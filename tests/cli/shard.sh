@@ -62,7 +62,7 @@ pid=$!
 for _ in $(seq 100); do [ -f race/experiment.json ] && break; sleep 0.1; done
 # While a shard runs, a whole-grid compare into its directory is refused (it would train the shard's cells too);
 # other shards are not: the shard holds the directory's lock shared.
-expect_fail 2 "--out race: another poslab" -- "$POSLAB" compare -c exp_slow.json --out race --no-plots
+expect_fail 2 "--out race: another poslab (pid $pid) is writing it" -- "$POSLAB" compare -c exp_slow.json --out race --no-plots
 check "... while another shard could take the directory's lock beside it" flock -n -s race/.compare.lock true
 check "... and not the shard's own" bash -c '! flock -n race/.compare-shard-0-of-2.lock true'
 cp mixed_b/experiment.json race/experiment.json
