@@ -54,8 +54,8 @@ void add_eval(CLI::App& app) {
                                std::string::npos)
       throw ConfigError("eval: --tag '" + o->tag + "' may hold only letters, digits, '_', '-' and '.'");
     // An option of the other kind of run would be recorded in eval.json's settings as if it had been used. Only
-    // the run's data kind is read here; the evaluation checks the run itself (a missing or damaged one).
-    if (file_exists(RunPaths{o->run}.config())) {
+    // the run's data kind is read here, and only when one is given; the evaluation checks the run itself.
+    if ((o->stride > 0 || o->tokens > 0 || o->batches > 0) && file_exists(RunPaths{o->run}.config())) {
       const nlohmann::json rc = read_json_file(RunPaths{o->run}.config());
       const nlohmann::json data = rc.is_object() ? rc.value("data", nlohmann::json::object()) : nlohmann::json::object();
       const bool task = data.is_object() && data.value("kind", "") == "task";
