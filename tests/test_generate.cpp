@@ -94,6 +94,35 @@ TEST_P(EveryKindCached, BlockedPrefillMatchesFullForward) {
   EXPECT_LT(worst, 1e-4) << kind;
 }
 
+TEST_P(EveryKindCached, LastRowsMatchTheWholeForwardsLastRows) {
+  // Logits of the last rows only (a probe's prompt, a sampler's prefill): the final block runs those
+  // queries, its MLP and the head alone. Whole attention and query blocks (4 and 5: the last rows start
+  // inside a block or on its edge), and from the cache, which must still hold every token's keys.
+  const auto kind = GetParam();
+  auto model = variant_model(kind);
+  torch::InferenceMode guard;
+  auto idx = torch::randint(0, 11, {2, 16}, torch::kLong);  // (B, T)
+  model->query_block = 0;
+  auto full = model->forward(idx);  // (B, T, V)
+  for (int64_t block : {0, 4, 5}) {
+    model->query_block = block;
+    for (int64_t last : {1, 3, 8, 15}) {
+      auto rows = model->forward(idx, {}, last);  // (B, last, V)
+      ASSERT_EQ(rows.sizes(), (std::vector<int64_t>{2, last, 11})) << kind;
+      const double worst = (rows - full.slice(1, 16 - last)).abs().max().item<double>();
+      EXPECT_LT(worst, 1e-4) << kind << " block=" << block << " last=" << last;
+    }
+    EXPECT_EQ(model->forward(idx, {}, 16).sizes(), full.sizes()) << "last = T: every row";
+    KVCache cache(2);
+    auto prefill = model->forward_cached(idx.slice(1, 0, 13), cache, /*last=*/2);  // (B, 2, V)
+    auto next = model->forward_cached(idx.slice(1, 13), cache);                    // (B, 3, V) against the cache
+    EXPECT_EQ(cache.length, 16);
+    const double worst = (torch::cat({prefill, next}, 1) - full.slice(1, 11)).abs().max().item<double>();
+    EXPECT_LT(worst, 1e-4) << kind << " block=" << block << " (cached)";
+  }
+  model->query_block = 0;
+}
+
 static std::vector<std::string> kinds_and_variants() {
   auto out = encoding_kinds();
   out.push_back("rope_half");  // rotary_fraction 0.5

@@ -35,12 +35,12 @@ std::vector<int64_t> generate(GPT& model, const std::vector<int64_t>& prompt, co
     if (caching && !model->pos->kv_cacheable(T)) caching = false, cache.clear();
     torch::Tensor logits;  // (1, V)
     if (caching) {
-      logits = model->forward_cached(idx.slice(1, cache.length), cache).select(1, -1);
+      logits = model->forward_cached(idx.slice(1, cache.length), cache, /*last=*/1).select(1, -1);
       if (stats) stats->cached_steps++;
     } else {
       // Encodings with a bounded table (or a randomized draw at evaluation) see only the last `limit` tokens.
       auto context = limit > 0 && T > limit ? idx.slice(1, T - limit) : idx;  // (1, T_ctx)
-      logits = model->forward(context).select(1, -1);
+      logits = model->forward(context, {}, /*last=*/1).select(1, -1);
       if (stats) stats->recompute_steps++;
     }
     auto next = pick_token(logits, o);  // (1, 1)

@@ -40,8 +40,9 @@ CausalSelfAttentionImpl::CausalSelfAttentionImpl(const ModelConfig& c, std::shar
 }
 
 torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& positions,
-                                               const AttentionBias& bias, LayerKV* kv) {
+                                               const AttentionBias& bias, LayerKV* kv, int64_t last) {
   const auto B = x.size(0), T = x.size(1), C = x.size(2);
+  const int64_t first = last > 0 && last < T ? T - last : 0;  // the first query that attends
   const auto qkv_rows = linear(c_attn, x);  // (B, T, 3C)
   auto qkv = qkv_rows.split(C, /*dim=*/2);
   auto q = qkv[0].view({B, T, n_head, C / n_head}).transpose(1, 2);  // (B, H, T, hs)
@@ -54,27 +55,30 @@ torch::Tensor CausalSelfAttentionImpl::forward(const torch::Tensor& x, const tor
   // Where the encoding left q and k as they were (no rotation) and nothing needs the probabilities or
   // the scores, attention reads the projection's rows and writes c_proj's, one node from one to the other.
   const bool unrotated = q.is_same(q_in) && k.is_same(k_in);
-  if (unrotated && !kv && bias.query_block == 0 && !pos->needs_scores() && record_probs == nullptr && p_drop == 0 &&
-      !takes_fused_kernel(q)) {
+  if (unrotated && !kv && first == 0 && bias.query_block == 0 && !pos->needs_scores() && record_probs == nullptr &&
+      p_drop == 0 && !takes_fused_kernel(q)) {
     const auto mask = bias.causal_only ? torch::Tensor() : bias.whole;
     if (fused_attention_qkv_applies(qkv_rows, n_head, mask))
       return resid_dropout(linear(c_proj, fused_attention_qkv(qkv_rows, n_head, mask,
                                                               1.0 / std::sqrt(static_cast<double>(C / n_head)))));
   }
-  torch::Tensor y;  // (B, H, T, hs)
+  torch::Tensor y;  // (B, H, T - first, hs)
   if (bias.query_block > 0) {
     std::vector<torch::Tensor> blocks;
-    for (int64_t q0 = 0; q0 < T; q0 += bias.query_block) {
+    for (int64_t q0 = first; q0 < T; q0 += bias.query_block) {
       const int64_t q1 = std::min(T, q0 + bias.query_block);
       // Every query of the block is the last of keys 0..q1 at most: later keys are masked anyway.
       blocks.push_back(attend_block(q.slice(2, q0, q1), k.slice(2, 0, q1), v.slice(2, 0, q1),
                                     bias.rows(q0, q1)));  // (B, H, q1 - q0, hs)
     }
     y = torch::cat(blocks, /*dim=*/2);
+  } else if (first > 0) {
+    // The last queries' rows of the mask: no longer aligned top-left, so never the kernels' is_causal.
+    y = attend(q.slice(2, first), k, v, bias.whole.slice(-2, first), /*is_causal=*/false, p_drop);
   } else {
     y = attend(q, k, v, bias.whole, bias.causal_only, p_drop);
   }
-  y = y.transpose(1, 2).contiguous().view({B, T, C});
+  y = y.transpose(1, 2).contiguous().view({B, T - first, C});
   return resid_dropout(linear(c_proj, y));
 }
 
@@ -179,9 +183,11 @@ BlockImpl::BlockImpl(const ModelConfig& c, std::shared_ptr<PositionalEncodingImp
 
 std::pair<torch::Tensor, torch::Tensor> BlockImpl::forward(const torch::Tensor& x, const torch::Tensor& pending,
                                                           const torch::Tensor& positions, const AttentionBias& bias,
-                                                          LayerKV* kv) {
+                                                          LayerKV* kv, int64_t last) {
   auto [h, a_in] = ln_1->forward(x, pending);  // h = x + pending
-  auto [h2, m_in] = ln_2->forward(h, attn->forward(a_in, positions, bias, kv));
+  auto a = attn->forward(a_in, positions, bias, kv, last);  // (B, T or last, C)
+  if (a.size(1) < h.size(1)) h = h.slice(1, h.size(1) - a.size(1));
+  auto [h2, m_in] = ln_2->forward(h, a);
   return {h2, mlp(m_in)};  // the stream and the MLP's output, which the next norm adds to it
 }
 
@@ -248,7 +254,7 @@ int64_t GPTImpl::query_block_for(int64_t B, int64_t T) const {
   return std::clamp<int64_t>(attention_budget_bytes / std::max<int64_t>(1, row_bytes), 1, T);
 }
 
-torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions) {
+torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions, int64_t last) {
   const auto B = idx.size(0), T = idx.size(1);
   pos->check_length(T);
   // Only a constant bias at positions 0..T-1 may be cached: randomized positions change every step.
@@ -257,7 +263,7 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
     // A draw per sequence, from its own tokens: a row's logits are the same in any batch, at any time.
     if (B > 1) {
       std::vector<torch::Tensor> rows;
-      for (int64_t b = 0; b < B; ++b) rows.push_back(forward(idx.slice(0, b, b + 1)));  // (1, T, vocab) each
+      for (int64_t b = 0; b < B; ++b) rows.push_back(forward(idx.slice(0, b, b + 1), {}, last));  // (1, T or last, vocab)
       return torch::cat(rows, 0);
     }
     positions = pos->eval_positions(idx[0]);  // (T,)
@@ -274,12 +280,20 @@ torch::Tensor GPTImpl::forward(const torch::Tensor& idx, torch::Tensor positions
     bias.causal_only = bias.whole.dim() == 2;
   }
   torch::Tensor pending;  // the last branch's output, added to the stream by the norm after it
-  for (const auto& block : *h) std::tie(x, pending) = block->as<Block>()->forward(x, pending, positions, bias);
+  // The final block runs only the last rows' queries, unless the encoding reads the scores and has not
+  // said it takes queries that are the last of the keys (kv_cacheable; CoPE does): then every row runs.
+  const int64_t rows = last > 0 && last < T ? last : 0;
+  const bool last_rows_only = !pos->needs_scores() || pos->kv_cacheable(T);
+  const auto n = h->size();
+  for (size_t i = 0; i < n; ++i)
+    std::tie(x, pending) = (*h)[i]->as<Block>()->forward(x, pending, positions, bias, nullptr,
+                                                         i + 1 == n && last_rows_only ? rows : 0);
+  if (x.size(1) > rows && rows > 0) x = x.slice(1, T - rows), pending = pending.slice(1, T - rows);
   x = ln_f->forward(x, pending).second;
-  return fused_linear(x, wte->weight);  // (B, T, vocab), head tied to the token embedding
+  return fused_linear(x, wte->weight);  // (B, T or last, vocab), head tied to the token embedding
 }
 
-torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cache) {
+torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cache, int64_t last) {
   const auto past = cache.length, T = idx_new.size(1);
   pos->check_length(past + T);  // a learned table's end: PositionLimitError, as forward() raises
   if (cache.layers.size() != h->size()) cache.layers.assign(h->size(), LayerKV{});
@@ -302,11 +316,13 @@ torch::Tensor GPTImpl::forward_cached(const torch::Tensor& idx_new, KVCache& cac
     bias.causal_only = bias.whole.dim() == 2 && past == 0;
   }
   torch::Tensor pending;
-  for (size_t i = 0; i < h->size(); ++i)
-    std::tie(x, pending) = (*h)[i]->as<Block>()->forward(x, pending, positions, bias, &cache.layers[i]);
+  const auto n = h->size();
+  for (size_t i = 0; i < n; ++i)
+    std::tie(x, pending) =
+        (*h)[i]->as<Block>()->forward(x, pending, positions, bias, &cache.layers[i], i + 1 == n ? last : 0);
   cache.length += T;
   x = ln_f->forward(x, pending).second;
-  return fused_linear(x, wte->weight);  // (B, T_new, vocab)
+  return fused_linear(x, wte->weight);  // (B, T_new or last, vocab)
 }
 
 static torch::Tensor cross_entropy(const torch::Tensor& logits, const torch::Tensor& targets,

@@ -42,9 +42,10 @@ struct AttentionBias {
 struct CausalSelfAttentionImpl : torch::nn::Module {
   CausalSelfAttentionImpl(const ModelConfig& config, std::shared_ptr<PositionalEncodingImpl> pos);
   // x (B, T, C). kv: generating with a cache: this layer's keys and values so far, to which x's are
-  // appended (T_k = cached + T); null: attention over x alone (T_k = T).
+  // appended (T_k = cached + T); null: attention over x alone (T_k = T). last in 1..T-1: only the last
+  // `last` queries attend (keys and values stay whole), and the output is (B, last, C).
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& positions, const AttentionBias& bias,
-                        LayerKV* kv = nullptr);
+                        LayerKV* kv = nullptr, int64_t last = 0);
   // softmax(scale q.k^T + mask) v for queries q (B, H, t_q, hs), the last t_q of keys k, v (B, H, t_k, hs):
   // a fused kernel where one applies, else explicit_attention.
   torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, const torch::Tensor& mask,
@@ -82,9 +83,11 @@ struct BlockImpl : torch::nn::Module {
   // The residual stream x plus pending (the previous block's MLP output, undefined for the first block)
   // -> (the stream after attention, this block's MLP output): each branch's output is added to the
   // stream by the norm that reads it next (ln_2, the next block's ln_1, ln_f), in the same pass.
+  // last in 1..T-1: both come back for the last `last` tokens only (the final block, when only their
+  // logits are wanted); the keys and values cached are still every token's.
   std::pair<torch::Tensor, torch::Tensor> forward(const torch::Tensor& x, const torch::Tensor& pending,
                                                   const torch::Tensor& positions, const AttentionBias& bias,
-                                                  LayerKV* kv = nullptr);
+                                                  LayerKV* kv = nullptr, int64_t last = 0);
   LayerNorm ln_1{nullptr}, ln_2{nullptr};
   CausalSelfAttention attn{nullptr};
   MLP mlp{nullptr};
@@ -96,12 +99,16 @@ struct GPTImpl : torch::nn::Module {
   // idx (B, T) int64 -> logits (B, T, vocab). Throws PositionLimitError past the encoding's range.
   // positions (T,): as drawn by pos->positions() (batch shards draw once per step); undefined: drawn here
   // (at evaluation with randomize.eval, one draw per row, from its tokens: pos->eval_positions()).
-  torch::Tensor forward(const torch::Tensor& idx, torch::Tensor positions = {});
+  // last > 0: the logits of the last `last` tokens only, (B, last, vocab), the same values as the
+  // whole forward's last rows: the final block then runs its queries, MLP and the head for those
+  // rows alone (a probe or a sampler reads only them; at 2 layers the forward costs about half).
+  torch::Tensor forward(const torch::Tensor& idx, torch::Tensor positions = {}, int64_t last = 0);
   // Generation with a KV cache: idx_new (B, T_new) continues the cache.length tokens held in `cache`,
   // at their true positions cache.length.., and their keys and values are appended. Returns the
   // logits (B, T_new, vocab) a forward over the whole sequence gives for those tokens; valid only
-  // while pos->kv_cacheable(total length) (the caller checks and falls back to forward()).
-  torch::Tensor forward_cached(const torch::Tensor& idx_new, KVCache& cache);
+  // while pos->kv_cacheable(total length) (the caller checks and falls back to forward()). last > 0:
+  // the logits of the last `last` new tokens only, as forward()'s; every new token is still cached.
+  torch::Tensor forward_cached(const torch::Tensor& idx_new, KVCache& cache, int64_t last = 0);
   // Mean cross-entropy over targets != -1.
   static torch::Tensor loss(const torch::Tensor& logits, const torch::Tensor& targets);
   // Sum of the cross-entropy over targets != -1 (batch shards divide it by the whole batch's count).

@@ -36,7 +36,7 @@ static constexpr int64_t kChunkBudget = int64_t{32} << 20;
 
 static torch::Tensor last_logits(GPT& model, const torch::Tensor& x, const Runtime& rt) {  // x (B, T) -> (B, V)
   AutocastGuard autocast(rt);
-  return model->forward(x).select(1, -1).to(torch::kFloat);
+  return model->forward(x, {}, /*last=*/1).select(1, -1).to(torch::kFloat);
 }
 
 KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, const Runtime& rt, bool allow_cache,
@@ -65,7 +65,7 @@ KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, cons
       torch::Tensor logits;
       {
         AutocastGuard autocast(rt);
-        logits = model->forward_cached(chunk.slice(1, 0, P), kv).select(1, -1).to(torch::kFloat);  // (B, V)
+        logits = model->forward_cached(chunk.slice(1, 0, P), kv, /*last=*/1).select(1, -1).to(torch::kFloat);  // (B, V)
       }
       take(logits, 0);
       greedy.select(1, 0).copy_(logits.argmax(-1));
@@ -85,7 +85,7 @@ KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, cons
       torch::Tensor all;
       {
         AutocastGuard autocast(rt);
-        all = model->forward(chunk.slice(1, 0, L)).slice(1, P - 1).to(torch::kFloat);  // (B, digits, V)
+        all = model->forward(chunk.slice(1, 0, L), {}, /*last=*/digits).to(torch::kFloat);  // (B, digits, V)
       }
       for (int64_t i = 0; i < digits; ++i) take(all.select(1, i), i);
       auto seq = chunk.slice(1, 0, P);
