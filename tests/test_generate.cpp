@@ -197,7 +197,10 @@ TEST(KVCache, RandomizedEvaluationSlidesPastMaxPosition) {
     const int64_t T = static_cast<int64_t>(prompt().size() + i), from = std::max<int64_t>(0, T - 12);
     auto context = torch::tensor(std::vector<int64_t>(all.begin() + from, all.begin() + T), torch::kLong).unsqueeze(0);
     auto want = model->forward(context).select(1, -1).squeeze(0);  // (V,)
-    EXPECT_TRUE(torch::equal(want, logits[i])) << "step " << i << " (" << T << " tokens)";
+    // Within float rounding (generation runs the final block for the last row alone): another draw of
+    // positions, or another window, moves the logits by far more.
+    EXPECT_TRUE(torch::allclose(want, logits[i], /*rtol=*/1e-5, /*atol=*/1e-5))
+        << "step " << i << " (" << T << " tokens): largest difference " << (want - logits[i]).abs().max().item<double>();
   }
   model->pos->set_randomize(12, /*eval=*/false);
   EXPECT_EQ(model->pos->eval_length_limit(), -1);
