@@ -16,7 +16,7 @@ esac
 # The main job: the compiler and build tools, LibTorch, the C++ libraries poslab links, OpenBLAS; and
 # matplotlib for the plots, which only the end of the main job needs.
 packages=(build-essential cmake ninja-build libtorch-dev nlohmann-json3-dev libspdlog-dev libcli11-dev
-          libopenblas0-pthread libgloo-dev libdnnl-dev)
+          libopenblas0-pthread libgloo-dev libdnnl-dev patchelf)
 plots=(python3-matplotlib)
 # Everything else: GoogleTest, the PyPI-free reference twin (python3-torch), SentencePiece (poslab-tokenize
 # and the Python module the tests compare its ids with).
@@ -41,6 +41,7 @@ if ((${#missing[@]})); then
   # libopenblas0-pthread replaces the reference BLAS that Debian's LibTorch links (~15x faster matmuls).
   # libgloo-dev: the headers of c10d's Gloo backend (data-parallel training; LibTorch ships none).
   # libdnnl-dev: the headers of the oneDNN that LibTorch runs on; poslab calls its matmul directly (bf16 training).
+  # patchelf: the build tree's copy of libtorch_cpu without the libraries it never uses (scripts/slim_libtorch.sh).
   # libsentencepiece-dev (found with pkg-config): poslab-tokenize; python3-sentencepiece: the tests compare its ids.
   $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
