@@ -148,6 +148,41 @@ env -u OMP_WAIT_POLICY LD_DEBUG=files "$POSLAB" compare -c "$CLI_DIR/../../confi
   > /dev/null 2> inits_out.log || true
 check "compare refuses an --out that cannot be written before the re-exec too" test "$(torch_inits inits_out.log)" = 1
 check "... naming it" grep -q "^poslab: error: --out not_a_dir: exists and is not a directory" inits_out.log
+# The build tree's copy of libtorch_cpu without the libraries it never uses (scripts/slim_libtorch.sh), where
+# the build made one: poslab loads it; it exports what the system's exports, names a subset of its libraries,
+# and none of those it left out exports a symbol it imports (the loader would otherwise look there).
+slim=$(dirname "$POSLAB")/libtorch-slim
+if ls "$slim"/libtorch_cpu.so* > /dev/null 2>&1; then
+  copy=$(ls "$slim"/libtorch_cpu.so* | head -1)
+  check "poslab loads the build's copy of libtorch_cpu" bash -c "ldd '$POSLAB' | grep -q '=> $copy '"
+  original=$(ldd "$POSLAB" | awk '/libtorch_cpu/ {print $1}' | head -1)
+  original=$(LD_LIBRARY_PATH= /sbin/ldconfig -p | awk -v n="$original" '$1 == n {print $NF; exit}')
+  check "the copy exports the same symbols as $original" bash -c \
+    "cmp <(nm -D --defined-only '$copy' | sort) <(nm -D --defined-only '$original' | sort)"
+  check "the libraries it left out export none of the symbols it imports" /usr/bin/python3 - "$copy" "$original" <<'PY'
+import subprocess, sys
+def dyn(path, what):
+    out = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True).stdout
+    return [l.split("[", 1)[1].rstrip("]") for l in out.splitlines() if f"({what})" in l]
+def syms(path, flag):
+    out = subprocess.run(["nm", "-D", flag, path], capture_output=True, text=True, check=True).stdout
+    return {l.split()[-1].split("@")[0] for l in out.splitlines() if l.strip()}
+copy, original = sys.argv[1:]
+left_out = set(dyn(original, "NEEDED")) - set(dyn(copy, "NEEDED"))
+assert set(dyn(copy, "NEEDED")) <= set(dyn(original, "NEEDED"))
+assert left_out, "the copy names every library the original does"
+paths = {}
+for line in subprocess.run(["ldd", original], capture_output=True, text=True, check=True).stdout.splitlines():
+    parts = line.split()
+    if len(parts) >= 3 and parts[1] == "=>":
+        paths[parts[0]] = parts[2]
+imports = syms(original, "--undefined-only")
+for lib in sorted(left_out):
+    used = imports & syms(paths[lib], "--defined-only")
+    assert not used, f"{lib} exports {sorted(used)[:3]} that libtorch_cpu imports"
+print(len(left_out), "left out, none used")
+PY
+fi
 # The fp32 kernels: OpenBLAS prints the core it runs when it loads (OPENBLAS_VERBOSE=2), whether its own
 # choice by CPU model or OPENBLAS_CORETYPE's; the JSON must name the same one ("" with another BLAS).
 OPENBLAS_VERBOSE=2 "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_blas.json > blas.out 2>&1
