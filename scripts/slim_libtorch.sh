@@ -20,7 +20,7 @@ done
 soname=$(readelf -d "$lib" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ -n "$soname" ] || { echo "slim_libtorch: $lib has no SONAME; LibTorch loads as it is" >&2; exit 0; }
 mkdir -p "$out"
-rm -f "$out/$soname" "$out/$soname.tmp"
+rm -f "$out/$soname" "$out/$soname.tmp" "$out/source"
 # A library that finds its dependencies relative to itself ($ORIGIN: PyPI's wheels) would lose them in a copy.
 if readelf -d "$lib" | grep -E '\((RUNPATH|RPATH)\)' | grep -q 'ORIGIN'; then
   echo "slim_libtorch: $soname finds its libraries relative to its own directory; LibTorch loads as it is"
@@ -65,4 +65,5 @@ if grep -q -e "not found" -e "ldd failed" <<< "$check" || [ "$after" -gt "$befor
   exit 0
 fi
 mv "$out/$soname.tmp" "$out/$soname"
+echo "$lib" > "$out/source"  # what it is a copy of (tests/cli/tools.sh compares them)
 echo "slim_libtorch: $out/$soname: ${#unused[@]} of the $total libraries it names left out (none provides a symbol it uses: ${unused[*]}); it loads $loaded_after libraries instead of $loaded_before"
