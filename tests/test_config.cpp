@@ -149,6 +149,31 @@ TEST(ConfigErrors, DataFilesWithoutAKindAreRefused) {
   EXPECT_EQ(load_config(textcfg, {"data.kind=task", "data.max_len=12"}).data.max_len, 12);
 }
 
+// An encoding option given on the command line for a kind that does not read it is refused, naming the
+// kinds that do; in a file it is left alone (a grid's base serves cells of several kinds).
+TEST(ConfigErrors, SetOfAnEncodingOptionItsKindDoesNotReadIsRefused) {
+  TempDir dir;
+  auto alibi = dir.file("a.json", R"({"model": {"pos_encoding": {"kind": "alibi"}}})");
+  expect_error([&] { load_config(alibi, {"model.pos_encoding.rotary_fraction=0.5"}); },
+               {"--set model.pos_encoding.rotary_fraction: model.pos_encoding.rotary_fraction is read by "
+                "model.pos_encoding.kind rope, but model.pos_encoding.kind is alibi: add --set model.pos_encoding.kind=rope"});
+  expect_error([&] { load_config(alibi, {"model.pos_encoding.base=500"}); },
+               {"--set model.pos_encoding.base", "read by the kinds sinusoidal, rope, xpos, sandwich", "kind is alibi"});
+  expect_error([&] { load_config(alibi, {R"(model.pos_encoding={"kind": "alibi", "num_buckets": 8})"}); },
+               {"--set model.pos_encoding: model.pos_encoding.num_buckets is read by model.pos_encoding.kind t5"});
+  expect_error([&] { load_config(alibi, {"model.pos_encoding.scale=2"}); },
+               {"model.pos_encoding.scale is read by the kinds index, binary, sinusoidal"});
+  // Read by the kind the config ends with: taken, whichever --set named the kind.
+  EXPECT_EQ(load_config(alibi, {"model.pos_encoding.kind=rope", "model.pos_encoding.rotary_fraction=0.5"})
+                .model.pos_encoding.rotary_fraction, 0.5);
+  EXPECT_EQ(load_config(alibi, {"model.pos_encoding.npos=8", "model.pos_encoding.kind=cope"}).model.pos_encoding.npos, 8);
+  // From a file, for another kind: kept, unread.
+  auto file = dir.file("f.json", R"({"model": {"pos_encoding": {"kind": "rope", "num_buckets": 8}}})");
+  EXPECT_EQ(load_config(file).model.pos_encoding.num_buckets, 8);
+  expect_error([&] { load_config(file, {"model.pos_encoding.kind=alibi", "model.pos_encoding.max_distance=40"}); },
+               {"--set model.pos_encoding.max_distance", "kind t5"});
+}
+
 // A --set whose value is a number past a double's range, or whose key path has an empty part, says so
 // (they were "must be a number, got \"1e999\"" and "unknown key 'model.'").
 TEST(ConfigErrors, SetValuesPastRangeAndEmptyKeyParts) {
@@ -230,8 +255,10 @@ TEST(ConfigErrors, EncodingOptions) {
                {"model.pos_encoding.randomize.max_position", ">= model.block_size (64)"});
   expect_error([&] { load_config(path, {at + "randomize.eval=1"}); }, {"model.pos_encoding.randomize.eval must be a boolean"});
   expect_error([&] { load_config(path, {at + "randomize.max=9"}); }, {"unknown key 'model.pos_encoding.randomize.max'"});
-  // Options of another kind are ignored, as bits is for every kind but binary.
-  EXPECT_NO_THROW(load_config(path, {kind("alibi"), at + "num_buckets=1"}));
+  // Options of another kind are ignored in a file, as bits is for every kind but binary, unchecked; on the
+  // command line they are refused.
+  EXPECT_NO_THROW(load_config(dir.file("o.json", R"({"model": {"pos_encoding": {"kind": "alibi", "num_buckets": 1}}})")));
+  expect_error([&] { load_config(path, {kind("alibi"), at + "num_buckets=1"}); }, {"--set model.pos_encoding.num_buckets", "kind t5"});
   Config c = load_config(path, {kind("fire"), at + "randomize.max_position=2048", at + "mlp_width=8"});
   EXPECT_EQ(c.model.pos_encoding.randomize.max_position, 2048);
   EXPECT_EQ(c.model.pos_encoding.mlp_width, 8);

@@ -2,6 +2,8 @@
 // weight-decay groups, and what a pre-LayerNorm block does to the naive index encoding.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -61,6 +63,48 @@ TEST_P(EveryKind, ForwardShapesAndLoss) {
   y.slice(1, 0, 6).fill_(-1);
   auto loss = GPTImpl::loss(logits, y);
   EXPECT_NEAR(loss.item<double>(), std::log(11.0), 0.5);  // near-uniform at init
+}
+
+// encoding_option_readers() says which kinds read each option (a --set of it for another kind is refused):
+// changing the option must change the model's logits exactly for those kinds. Each option gets a second
+// value valid for its readers at the tiny sizes; parameters that start at zero (CoPE's table) are filled
+// alike in both models first, or a changed table size would not show.
+TEST_P(EveryKind, AnOptionChangesTheModelExactlyWhereItsKindReadsIt) {
+  const std::map<std::string, std::function<void(PosEncodingConfig&)>> changed = {
+      {"base", [](auto& e) { e.base = 50; }},           {"scale", [](auto& e) { e.scale = 3; }},
+      {"bits", [](auto& e) { e.bits = 4; }},             {"signed", [](auto& e) { e.signed_bits = false; }},
+      {"rotary_fraction", [](auto& e) { e.rotary_fraction = 0.5; }},
+      {"scale_base", [](auto& e) { e.scale_base = 128; }},
+      {"num_buckets", [](auto& e) { e.num_buckets = 8; }}, {"max_distance", [](auto& e) { e.max_distance = 20; }},
+      {"mlp_width", [](auto& e) { e.mlp_width = 8; }},   {"init_c", [](auto& e) { e.init_c = 1.0; }},
+      {"init_L", [](auto& e) { e.init_L = 16; }},        {"npos", [](auto& e) { e.npos = 8; }}};
+  const auto readers = encoding_option_readers();
+  auto logits = [](const ModelConfig& m) {
+    torch::manual_seed(0);
+    GPT model(m);
+    model->eval();
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters())
+      if (p.abs().max().item<double>() == 0) p.copy_(torch::sin(torch::arange(p.numel()).reshape(p.sizes()) * 0.37));
+    torch::manual_seed(1);
+    return model->forward(torch::randint(0, 11, {2, 32}, torch::kLong));  // (2, 32, 11): distances up to 31
+  };
+  const ModelConfig m = tiny(GetParam());
+  const auto base = logits(m);
+  for (const auto& [option, kinds] : readers) {
+    const bool builtin_reader = std::any_of(kinds.begin(), kinds.end(), [](const std::string& k) {
+      return std::count(poslab::testing::kBuiltInKinds.begin(), poslab::testing::kBuiltInKinds.end(), k) > 0;
+    });
+    if (!builtin_reader) continue;  // a test's own plug-in-like kind (test_registry.cpp)
+    ASSERT_TRUE(changed.count(option)) << "no second value for model.pos_encoding." << option << " in this test";
+    ModelConfig other = m;
+    changed.at(option)(other.pos_encoding);
+    const bool reads = std::count(kinds.begin(), kinds.end(), GetParam()) > 0;
+    const auto out = logits(other);
+    const bool same = out.sizes() == base.sizes() && torch::equal(out, base);
+    EXPECT_EQ(same, !reads) << "model.pos_encoding." << option << (reads ? " is said to be read" : " is said to be ignored")
+                            << " by " << GetParam() << ", but changing it " << (same ? "changes nothing" : "changes the logits");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, EveryKind, ::testing::ValuesIn(encoding_kinds()),

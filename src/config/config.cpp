@@ -773,6 +773,29 @@ static const std::map<std::string, std::string>& data_key_kinds() {
   return kinds;
 }
 
+std::map<std::string, std::vector<std::string>> encoding_option_readers() {
+  // The typed options of the built-in kinds (their registrations in model/positional/ read these fields).
+  std::map<std::string, std::vector<std::string>> readers = {
+      {"base", {"sinusoidal", "rope", "xpos", "sandwich"}},
+      {"bits", {"binary"}},
+      {"signed", {"binary"}},
+      {"rotary_fraction", {"rope"}},
+      {"scale_base", {"xpos"}},
+      {"num_buckets", {"t5"}},
+      {"max_distance", {"t5"}},
+      {"mlp_width", {"fire"}},
+      {"init_c", {"fire"}},
+      {"init_L", {"fire"}},
+      {"npos", {"cope"}}};
+  // scale: the kinds with a scale knob; an option a kind declares (a plug-in's): that kind.
+  for (const std::string& kind : encoding_kinds()) {
+    const EncodingSpec* spec = find_encoding(kind);
+    if (spec->default_scale) readers["scale"].push_back(kind);
+    for (const auto& option : spec->options.items()) readers[option.key()].push_back(kind);
+  }
+  return readers;
+}
+
 std::string data_key_kind(const std::string& key) {
   const auto& kinds = data_key_kinds();
   const auto it = kinds.find(key);
@@ -814,13 +837,26 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
       throw ConfigError(origin + ": " + key + " is read by data.kind " + wants + ", but data.kind is " + kind +
                         ": add --set data.kind=" + wants);
   }
+  Config config;
   try {
-    return config_from_json(j);
+    config = config_from_json(j);
   } catch (const OptionKeyError& e) {
     const std::string origin = origin_of(e.key, path, overrides);
     if (origin.empty()) throw;
     throw ConfigError(origin + ": " + e.what());
   }
+  // The same for an encoding's option: --set model.pos_encoding.rotary_fraction=0.5 on an alibi config would
+  // train alibi as if it were not there. Checked once the config is read, when a plug-in's kinds are known.
+  const std::string at = "model.pos_encoding.";
+  const std::string& pe_kind = config.model.pos_encoding.kind;
+  for (const auto& [option, readers] : encoding_option_readers()) {
+    if (std::find(readers.begin(), readers.end(), pe_kind) != readers.end()) continue;
+    if (const std::string origin = origin_of(at + option, path, overrides); origin.rfind("--set", 0) == 0)
+      throw ConfigError(origin + ": " + at + option + " is read by " +
+                        (readers.size() == 1 ? at + "kind " + readers[0] : "the kinds " + comma_list(readers)) +
+                        ", but " + at + "kind is " + pe_kind + (readers.size() == 1 ? ": add --set " + at + "kind=" + readers[0] : ""));
+  }
+  return config;
 }
 
 }  // namespace poslab

@@ -3,6 +3,7 @@
 // keys, wrong types and impossible values throw ConfigError naming the key path.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -203,6 +204,10 @@ std::string origin_of(const std::string& key, const std::string& path, const std
 // The data kind that reads a data key ("data.dir": "tokens", "data.min_len": "task", ...); the other kinds
 // ignore it. Empty for data.kind itself and the keys checked elsewhere (data.tokenizer, data.probes).
 std::string data_key_kind(const std::string& key);
+// Each option of model.pos_encoding (without the prefix) that only some kinds read, and those kinds, in
+// listing order: the built-ins' typed options, scale (the kinds with a scale knob) and the options kinds declare
+// (EncodingSpec::options, a loaded plug-in's included). Not kind, plugin, randomize or rope_scaling.
+std::map<std::string, std::vector<std::string>> encoding_option_readers();
 // The keys that name data files (data.dir, data.train_path, data.val_path, data.path), in that order.
 const std::vector<std::string>& data_file_keys();
 // The error for a data file named where data.kind was never set (`unset_where` says where it was looked

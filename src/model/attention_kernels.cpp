@@ -28,8 +28,8 @@ POSLAB_INLINE int64_t keys_seen(int64_t i, int64_t n, int64_t offset) {
 // 16 in the AVX-512 clone, 8 in the others. (With 16 lanes in two AVX2 registers GCC 12 lowers every
 // comparison and selection lane by lane: on an AVX2-only Zen 3 the softmax was 28% of a passkey probe, and
 // with 8 lanes a main-job cell trained 1.06-1.41x and evaluated 1.06-1.45x faster.)
-// The vector helpers are inlined into each clone: no vector crosses a call, whatever -Wpsabi fears.
-#pragma GCC diagnostic ignored "-Wpsabi"
+// The vector helpers are inlined into each clone: no vector crosses a call, whatever -Wpsabi fears (the file
+// builds with -Wno-psabi: CMakeLists.txt).
 using kernels::exp_nonpositive;  // the scalar ones beside the vector overloads below
 using kernels::store;
 

@@ -109,8 +109,8 @@ POSLAB_INLINE void normalise_row(const float* __restrict x, float m, float var, 
 
 // R rows at a time (C a multiple of 16), each summed as lane_sum sums it: the rows' chains of 16 dependent
 // adds (the lanes in order) interleave instead of each waiting on the last's. Written in GCC's vector types
-// (16 floats): the auto-vectoriser made scalar code of the R rows' loops.
-#pragma GCC diagnostic ignored "-Wpsabi"
+// (16 floats): the auto-vectoriser made scalar code of the R rows' loops. Inlined: no vector crosses a call
+// (-Wno-psabi in CMakeLists.txt).
 typedef float vfloat __attribute__((vector_size(64)));
 POSLAB_INLINE vfloat vload(const float* p) {
   vfloat v;

@@ -42,6 +42,9 @@ expect_fail 2 "data.mqar.power_a must be in (0, 1] (1 = uniform), got 0.0" -- "$
 # A data key for another kind, given on the command line, is refused rather than ignored (no run folder).
 expect_fail 2 "--set data.val_fraction: data.val_fraction is read by data.kind text, but data.kind is task: add --set data.kind=text" -- "$POSLAB" train -c ok.json --set data.val_fraction=0.2 --out r-kind
 check "a refused data key leaves no run folder" test ! -e r-kind
+# So is an encoding option for a kind that does not read it.
+expect_fail 2 "--set model.pos_encoding.rotary_fraction: model.pos_encoding.rotary_fraction is read by model.pos_encoding.kind rope, but model.pos_encoding.kind is learned: add --set model.pos_encoding.kind=rope" -- "$POSLAB" train -c ok.json --set model.pos_encoding.rotary_fraction=0.5 --out r-kind
+check "a refused encoding option leaves no run folder" test ! -e r-kind
 expect_fail 2 "data.mqar.space must be between 1 and 64" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.space=0 --out r1
 expect_fail 2 "data.mqar.queries must be >= 0 (0 = every pair), got -1" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.queries=-1 --out r1
 expect_fail 2 "data.mqar.queries must be an integer" -- "$POSLAB" train -c ok.json $MQ --set data.mqar.queries=all --out r1
