@@ -126,6 +126,22 @@ TEST(Registry, AnInTreeKindsOptionsAreReadAndChecked) {
   // The option round-trips through a run's config.json.
   Config back = config_from_json(config_to_json(c));
   EXPECT_EQ(back.model.pos_encoding.options.at("test_width").get<double>(), 3.0);
+  // It is the kind's own: a --set of it for another kind is refused, naming the kind; a file may hold it.
+  poslab::testing::TempDir dir;
+  const std::string alibi = dir.file("a.json", R"({"model": {"pos_encoding": {"kind": "alibi"}}})");
+  try {
+    load_config(alibi, {"model.pos_encoding.test_width=3"});
+    ADD_FAILURE() << "a --set of test_width for alibi must be refused";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--set model.pos_encoding.test_width: model.pos_encoding.test_width is read by "
+                                         "model.pos_encoding.kind test_width_bias, but model.pos_encoding.kind is alibi"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(load_config(alibi, {"model.pos_encoding.test_width=3", "model.pos_encoding.kind=test_width_bias"})
+                .model.pos_encoding.options.at("test_width").get<double>(),
+            3.0);
+  EXPECT_NO_THROW(load_config(dir.file("b.json", R"({"model": {"pos_encoding": {"kind": "alibi", "test_width": 3}}})")));
 }
 
 // Options whose defaults are lists of anything and objects: a value must have the default's type element by
