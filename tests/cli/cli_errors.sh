@@ -209,14 +209,17 @@ expect_fail 2 "attention statistics at 200001 tokens needs ~" -- "$POSLAB" atten
 check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile/sub -a "$(cat afile)" = x -a ! -e run/eval.json -a ! -e run/attention.json
 # An allocation that fails anyway (here a cap on address space, as when another process took the
 # memory) names the stage and the size on one line, exit 1; the checkpoint written before it stays.
-# The cap: 3 GB of address space, in which validation at batch 4096 fits and training's kept activations
-# do not. A CUDA build maps several GB of libraries before allocating anything, so there the cap would
-# stop it loading: skipped, said so.
+# The cap: 2 GB of address space, in which validation at batch 16384 fits and training's kept
+# activations do not (on the 2-core Zen 4, training fails from batch ~12k, validation from ~24k). Two
+# threads, so that the address space taken before any tensor (~0.8 GB: libraries, thread stacks, 2 GB
+# with 16 threads) is the same on every machine. 64 wide rather than 512 at batch 4096: the same memory
+# for an eighth of the matmuls (2.7 s, not 14 s). A CUDA build maps several GB of libraries before
+# allocating anything, so there the cap would stop it loading: skipped, said so.
 if ldd "$POSLAB" | grep -q libtorch_cuda; then
   echo "note: CUDA build (libtorch_cuda maps GBs of address space): the out-of-memory stage test runs on CPU builds only"
 else
-  expect_fail 1 "out of memory while training step 0 (batch 4096 x" -- bash -c "ulimit -v 3000000; \
-    exec '$POSLAB' train -c ok.json --set model.n_embd=512 --set train.batch_size=4096 --set train.eval_iters=1 --out capped"
+  expect_fail 1 "out of memory while training step 0 (batch 16384 x" -- env OMP_NUM_THREADS=2 bash -c "ulimit -v 2000000; \
+    exec '$POSLAB' train -c ok.json --set model.n_embd=64 --set train.batch_size=16384 --set train.eval_iters=1 --out capped"
   check "the checkpoint written before the allocation failure is intact" \
     bash -c "'$POSLAB' eval --run capped --lengths 8 >/dev/null 2>&1"
   # A command that trains nothing says what to ask less of for itself, not for training.
