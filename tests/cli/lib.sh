@@ -12,6 +12,14 @@ export OPENBLAS_NUM_THREADS=1
 passed=0
 failed=0
 
+# py_has PYTHON MODULE...: whether PYTHON finds every module, without importing them (importing torch to
+# ask takes ~1.2 s; a module that is there but broken fails the check that uses it, loudly).
+py_has() {
+  local py=$1
+  shift
+  "$py" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in sys.argv[1:]))' "$@" 2>/dev/null
+}
+
 # expect_fail STATUS "message fragment" -- command...
 expect_fail() {
   local want=$1 fragment=$2

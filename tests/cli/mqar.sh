@@ -19,7 +19,7 @@ check "configs/tasks/mqar.json is a valid mqar config" bash -c "'$POSLAB' data -
 # The twin's generator and numpy's draw need Debian's python3-torch and python3-numpy (scripts/setup.sh
 # installs them); an image with only poslab's build dependencies checks the rest.
 twin=true
-$PY -c 'import torch, numpy' 2>/dev/null || { twin=false; echo "skip: $PY lacks torch or numpy: the twin's examples and numpy's gap draw are not compared"; }
+py_has $PY torch numpy || { twin=false; echo "skip: $PY lacks torch or numpy: the twin's examples and numpy's gap draw are not compared"; }
 $twin && check "examples: distinct keys, answers = values, only answers scored, slots in the region" $PY - "$ROOT/scripts/reference" "$MQAR" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[1])

@@ -104,7 +104,7 @@ assert pe["plugin"] == sys.argv[2], pe["plugin"]
 assert pe["plugin_sha256"] == digest, (pe["plugin_sha256"], digest)
 assert pe["gauss_sigma"] == 2.0 and pe["kind"] == "gaussian_bias", pe
 PYEOF
-if $PY -c 'import torch' 2>/dev/null; then
+if py_has $PY torch; then
   check "the widths were trained (log sigma moved from log(2 * 2^h))" $PY - straight <<'PYEOF'
 import glob, math, sys, torch
 files = [f for f in glob.glob(sys.argv[1] + "/*.pt") if "checkpoint" not in f]
