@@ -232,9 +232,11 @@ for x, y in zip(a["results"], b["results"]):
     assert abs(la - lb) <= 1e-6 * max(1.0, abs(lb)), (la, lb)
     assert x == y, (x, y)
 PY
+# From here to the last --aggregate below, the runs into cmp skip the plots (~2.5 s each): what they check is
+# in results.json and on the console; that last one draws the report the picture checks read.
 # A finished experiment run again probes only the cells whose probe is missing, and trains nothing.
 rm cmp/cells/kind=rope_seed=1/probe-passkey.json
-"$POSLAB" compare -c exp.json --out cmp > rerun.out 2>&1
+"$POSLAB" compare -c exp.json --out cmp --no-plots > rerun.out 2>&1
 check "a re-run probes the cell whose probe is missing" test -s cmp/cells/kind=rope_seed=1/probe-passkey.json
 check "a re-run probes only that cell" test "$(grep -c '\[probe ' rerun.out)" -eq 1
 check "a re-run trains nothing" test "$(grep -c 'finished earlier, skipped' rerun.out)" -eq 4
@@ -242,7 +244,7 @@ check "a re-run trains nothing" test "$(grep -c 'finished earlier, skipped' reru
 # definition, not left with the old one's files.
 # Depths 0, 0.5 and 1 at 64 tokens collapse onto the filler's ends in every cell: said once for the grid.
 sed 's/"trials": 5/"trials": 3/; s/"depths": \[0, 1\]/"depths": [0, 0.5, 1]/' exp.json > exp_t3.json
-"$POSLAB" compare -c exp_t3.json --out cmp > retrial.out 2>&1
+"$POSLAB" compare -c exp_t3.json --out cmp --no-plots > retrial.out 2>&1
 check "a redefined probe is said to be done again" grep -q "probes.passkey changed since the last run into cmp: done again" retrial.out
 check "... on all four cells" test "$(grep -c '\[probe ' retrial.out)" -eq 4
 check "the cells' collapsed depths are said once, not per cell" \
@@ -251,12 +253,12 @@ check "every cell's probe is the new definition's" /usr/bin/python3 -c '
 import glob, json
 files = glob.glob("cmp/cells/*/probe-passkey.json")
 assert len(files) == 4 and all(json.load(open(f))["trials"] == 3 for f in files), files'
-"$POSLAB" compare -c exp.json --out cmp > retrial2.out 2>&1  # back to the definition the later checks use
+"$POSLAB" compare -c exp.json --out cmp --no-plots > retrial2.out 2>&1  # back to the definition the later checks use
 # A cell's eval.json and probe file written over by hand with other settings (no --tag): compare does them
 # again under the experiment's settings, saying so, where it aggregated them (a length missing, 2 trials).
 "$POSLAB" eval --run cmp/cells/kind=rope_seed=1 --lengths 64 > /dev/null 2>&1
 "$POSLAB" probe --run cmp/cells/kind=rope_seed=1 --lengths 64 --trials 2 --no-plot > /dev/null 2>&1
-"$POSLAB" compare -c exp.json --out cmp > foreign.out 2>&1
+"$POSLAB" compare -c exp.json --out cmp --no-plots > foreign.out 2>&1
 check "a cell's eval.json at other lengths is said to be evaluated again" \
   grep -q "kind=rope_seed=1/eval.json: evaluated with eval.lengths \[64\], not the experiment's \[64,128\]" foreign.out
 check "... and its probe with other settings probed again" grep -qE "kind=rope_seed=1/probe-passkey.json: probed with (lengths \[64\], not \[64,128\]|trials 2, not 5)" foreign.out
@@ -274,7 +276,7 @@ same="--lengths 64,128 --trials 5 --depths 0,1 --no-plot"
 "$POSLAB" probe --run cmp/cells/kind=rope_seed=2 $same --rope-scaling linear --factor 2 > /dev/null 2>&1
 "$POSLAB" probe --run cmp/cells/kind=alibi_seed=1 $same --haystack text > /dev/null 2>&1
 "$POSLAB" probe --run cmp/cells/kind=alibi_seed=2 $same --no-controls > /dev/null 2>&1
-"$POSLAB" compare -c exp.json --out cmp > foreign2.out 2>&1
+"$POSLAB" compare -c exp.json --out cmp --no-plots > foreign2.out 2>&1
 check "a probe at another threshold is probed again" grep -q "kind=rope_seed=1/probe-passkey.json: probed with threshold 0.5, not 0.85" foreign2.out
 check "... with a RoPE scaling" grep -q "kind=rope_seed=2/probe-passkey.json: probed with RoPE scaling linear x2.0, not none" foreign2.out
 check "... on the text haystack" grep -q "kind=alibi_seed=1/probe-passkey.json: probed with haystack text, not noise" foreign2.out
@@ -291,7 +293,7 @@ check "... and a probe as the experiment asks is kept" test "$(grep -c 'probed w
 # --aggregate probes nothing: a probe file written over since is left out of the results, and said so.
 cp cmp/cells/kind=rope_seed=1/probe-passkey.json kept.json
 "$POSLAB" probe --run cmp/cells/kind=rope_seed=1 $same --threshold 0.5 > /dev/null 2>&1
-"$POSLAB" compare --aggregate cmp > agg_foreign.out 2>&1
+"$POSLAB" compare --aggregate cmp --no-plots > agg_foreign.out 2>&1
 check "--aggregate names a probe file with other settings" grep -q "kind=rope_seed=1/probe-passkey.json: probed with threshold 0.5, not 0.85, not as the experiment asks: left out" agg_foreign.out
 check "... pools only the others (rope: one seed's trials)" /usr/bin/python3 -c '
 import json
@@ -310,7 +312,7 @@ for f in glob.glob(os.path.join(sys.argv[1], "cells", "*", "probe-passkey.json")
         r["exact"] = 1.0 if r["length"] == 64 else 0.0
     json.dump(p, open(f, "w"))
 PY
-"$POSLAB" compare --aggregate cmp > agg.out 2>&1
+"$POSLAB" compare --aggregate cmp --no-plots > agg.out 2>&1
 check "where retrieval works at the training length, the loss leader past it is said to disagree" /usr/bin/python3 - cmp <<'PY'
 import json, os, sys
 res = json.load(open(os.path.join(sys.argv[1], "results.json")))
@@ -331,7 +333,7 @@ for f in glob.glob(os.path.join(sys.argv[1], "cells", "*", "probe-passkey.json")
         r["exact"] = level if r["length"] == 64 else 0.0
     json.dump(p, open(f, "w"))
 PY
-"$POSLAB" compare --aggregate cmp > agg2.out 2>&1
+"$POSLAB" compare --aggregate cmp --no-plots > agg2.out 2>&1
 check "with nothing retrieved past the training length, the ranking follows exact match at it" /usr/bin/python3 - cmp <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -360,7 +362,7 @@ for f in glob.glob(os.path.join(sys.argv[1], "cells", "kind=alibi_*", "probe-pas
             r.update({"status": "n/a: the encoding represents 64 positions", "exact": None, "trials": 0})
     json.dump(p, open(f, "w"))
 PY
-"$POSLAB" compare --aggregate cmp > agg3.out 2>&1
+"$POSLAB" compare --aggregate cmp --no-plots > agg3.out 2>&1
 check "a group with no probe past training ranks after those probed there" /usr/bin/python3 - cmp <<'PY'
 import json, os, sys
 rk = json.load(open(os.path.join(sys.argv[1], "results.json")))["probes"]["passkey"]["ranking"]
