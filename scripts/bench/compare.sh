@@ -26,24 +26,12 @@ bench_positive compare.sh STEPS "$STEPS"; bench_positive compare.sh THREADS "$TH
 bench_fresh_out compare.sh "$OUT"
 echo "== $CONFIG, $WARMUP warm-up + $STEPS timed steps, $(nproc) cores, $REPEATS repeats, $(date -u +%F)"
 bench_cpu_line
-for r in $(seq 1 "$REPEATS"); do
-  d="$OUT/r$r"
-  mkdir -p "$d"
-  echo "-- repeat $r/$REPEATS"
-  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_default.json" > /dev/null
-  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --set train.fused_adamw=false --json "$d/poslab_default_unfused.json" > /dev/null
-  env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 \
-    --precision fp32 --json "$d/twin_default.json" > /dev/null
-  env -u OMP_WAIT_POLICY "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --precision fp32 --threads "$THREADS" \
-    --json "$d/poslab_fp32.json" > /dev/null
-  OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --precision fp32 --threads "$THREADS" \
-    --json "$d/poslab_fp32_passive.json" > /dev/null
-  OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
-    --precision fp32 --json "$d/twin_fp32.json" > /dev/null
-done
-"$PY" - "$OUT" "$REPEATS" <<'PYEOF'
+# Interrupted (Ctrl-C, a kill), the repeats that finished are summarised as they stand and said to be fewer;
+# the unfinished repeat's files are removed, so that none is read as a whole one.
+finished=0
+summarise() { "$PY" - "$OUT" "$finished" "$REPEATS" <<'PYEOF'
 import json, statistics, sys
-out, repeats = sys.argv[1], int(sys.argv[2])
+out, repeats, asked = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 names = ["poslab_default", "poslab_default_unfused", "twin_default", "poslab_fp32", "twin_fp32", "poslab_fp32_passive"]
 runs = [{k: json.load(open(f"{out}/r{i}/{k}.json")) for k in names} for i in range(1, repeats + 1)]
 def tok(x): return x.get("train_tokens_per_s", x.get("tokens_per_s"))
@@ -55,7 +43,7 @@ blas = runs[0]["poslab_default"].get("blas_core", "?") or "not OpenBLAS"
 sys.path.insert(0, "scripts/bench")
 from cpu import describe  # the line bench_cpu_line printed first, with the fp32 kernels' core beside it
 print(describe(cpu) + "; OpenBLAS core " + blas)
-print(f"median of {repeats} repeats")
+print(f"median of {repeats} repeats" + ("" if repeats == asked else f" (interrupted: {repeats} of the {asked} asked for finished)"))
 print(f"{'run':23} {'precision':>9} {'threads':>7} {'shards':>6} {'train tok/s':>12} {'ms/step p50':>11} {'p90':>7} {'peak RSS MB':>11} {'val loss':>8}")
 table = {}
 for k in names:
@@ -74,7 +62,7 @@ ratios = {
     "fused AdamW: defaults / unfused": lambda r: tok(r["poslab_default"]) / tok(r["poslab_default_unfused"]),
     "fp32 peak memory: poslab / twin (target <= 1.0)": lambda r: r["poslab_fp32"]["peak_rss_mb"] / r["twin_fp32"]["peak_rss_mb"],
 }
-summary = {"repeats": repeats, "cpu": cpu, "blas_core": blas, "runs": table, "ratios": {}}
+summary = {"repeats": repeats, "repeats_asked": asked, "cpu": cpu, "blas_core": blas, "runs": table, "ratios": {}}
 for label, f in ratios.items():
     per = [f(r) for r in runs]
     summary["ratios"][label] = {"median": med(per), "per_repeat": per}
@@ -87,3 +75,37 @@ print(f"{'val loss: poslab defaults - twin defaults (<= 0.02)':55} median {med(p
       ", ".join(f"{v:+.4f}" for v in per) + ")")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)
 PYEOF
+}
+stopped() {
+  trap - INT TERM ERR
+  rm -rf "$OUT/r$((finished + 1))"
+  if [ "$finished" -eq 0 ]; then
+    echo "compare.sh: interrupted before a repeat finished: nothing to summarise" >&2
+  else
+    echo "compare.sh: interrupted after $finished of $REPEATS repeats: their summary follows" >&2
+    summarise
+  fi
+  exit 130
+}
+trap stopped INT TERM
+# A child that takes the Ctrl-C itself and exits 130 (poslab, Python) leaves bash's own SIGINT unrun: its
+# status stops the script here instead.
+trap 'rc=$?; if [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ]; then stopped; fi' ERR
+for r in $(seq 1 "$REPEATS"); do
+  d="$OUT/r$r"
+  mkdir -p "$d"
+  echo "-- repeat $r/$REPEATS"
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_default.json" > /dev/null
+  "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --set train.fused_adamw=false --json "$d/poslab_default_unfused.json" > /dev/null
+  env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 \
+    --precision fp32 --json "$d/twin_default.json" > /dev/null
+  env -u OMP_WAIT_POLICY "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --precision fp32 --threads "$THREADS" \
+    --json "$d/poslab_fp32.json" > /dev/null
+  OMP_WAIT_POLICY=PASSIVE "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --precision fp32 --threads "$THREADS" \
+    --json "$d/poslab_fp32_passive.json" > /dev/null
+  OMP_WAIT_POLICY=PASSIVE "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads "$THREADS" \
+    --precision fp32 --json "$d/twin_fp32.json" > /dev/null
+  finished=$r
+done
+trap - INT TERM ERR
+summarise

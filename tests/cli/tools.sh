@@ -201,4 +201,34 @@ check "bench val_loss equals train's final_val_loss after the same 5 steps" /usr
 import json
 b, t = json.load(open("bench.json"))["val_loss"], json.load(open("run/summary.json"))["final_val_loss"]
 assert abs(b - t) < 1e-5, (b, t)'
+# scripts/bench/compare.sh stopped by Ctrl-C in its second repeat (SIGINT to its process group, as a
+# terminal sends it): exit 130, the finished repeat summarised and said to be one of two, the unfinished
+# repeat's files gone. Needs the twin's python3-torch.
+if py_has /usr/bin/python3 torch; then
+  printf '{"data": {"max_len": 8}, "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 40},
+ "train": {"max_iters": 3, "batch_size": 8, "eval_iters": 1}}\n' > bench-tiny.json
+  /usr/bin/python3 - "$CLI_DIR/../.." "$POSLAB" "$WORK/bench-int" "$WORK/bench-tiny.json" > bench-int.rc <<'PY'
+import os, signal, subprocess, sys, time
+root, poslab, out, config = sys.argv[1:5]
+env = dict(os.environ, WARMUP="1", REPEATS="2", POSLAB=poslab)
+p = subprocess.Popen(["bash", "scripts/bench/compare.sh", config, "2", "1", out], cwd=root,
+                     stdout=open(out + ".log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env)
+while not os.path.exists(os.path.join(out, "r2", "poslab_default.json")) and p.poll() is None:
+    time.sleep(0.05)
+os.killpg(p.pid, signal.SIGINT)
+print(p.wait())
+PY
+  check "compare.sh interrupted: exit 130 (got $(cat bench-int.rc))" test "$(cat bench-int.rc)" = 130
+  check "...says how many repeats finished" grep -q "compare.sh: interrupted after 1 of 2 repeats: their summary follows" bench-int.log
+  check "...and summarises those: summary.json parses, one repeat of two, the unfinished one's files gone" \
+    /usr/bin/python3 -c '
+import json, os, sys
+d = json.load(open("bench-int/summary.json"))
+assert (d["repeats"], d["repeats_asked"]) == (1, 2), d
+r = d["ratios"]["defaults: poslab / nanoGPT-style twin (target >= 3.0)"]
+assert len(r["per_repeat"]) == 1 and r["per_repeat"][0] > 0, r
+assert os.path.isdir("bench-int/r1") and not os.path.exists("bench-int/r2"), os.listdir("bench-int")'
+else
+  echo "skip: /usr/bin/python3 lacks torch: compare.sh's interruption is not checked"
+fi
 finish
