@@ -213,7 +213,7 @@ check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile
 # activations do not (on the 2-core Zen 4, training fails from batch ~12k, validation from ~24k). Two
 # threads, so that the address space taken before any tensor (~0.8 GB: libraries, thread stacks, 2 GB
 # with 16 threads) is the same on every machine. 64 wide rather than 512 at batch 4096: the same memory
-# for an eighth of the matmuls (2.7 s, not 14 s). A CUDA build maps several GB of libraries before
+# for an eighth of the matmuls (2.5 s, not 16 s). A CUDA build maps several GB of libraries before
 # allocating anything, so there the cap would stop it loading: skipped, said so.
 if ldd "$POSLAB" | grep -q libtorch_cuda; then
   echo "note: CUDA build (libtorch_cuda maps GBs of address space): the out-of-memory stage test runs on CPU builds only"
