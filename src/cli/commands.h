@@ -23,7 +23,7 @@ void add_attention(CLI::App& app);
 void add_probe(CLI::App& app);
 void add_tokenize(CLI::App& app);
 
-// For train, compare, bench and fixture, once their input is checked and before any work: re-executes poslab
+// For train, compare and bench, once their input is checked and before any work: re-executes poslab
 // with OMP_WAIT_POLICY=ACTIVE unless it (or the user) set it already (cli/main.cpp says why).
 void become_training_process();
 
