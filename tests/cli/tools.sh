@@ -211,8 +211,11 @@ if py_has /usr/bin/python3 torch; then
 import os, signal, subprocess, sys, time
 root, poslab, out, config = sys.argv[1:5]
 env = dict(os.environ, WARMUP="1", REPEATS="2", POSLAB=poslab)
+# SIGINT's default action restored in the child: a test run from a background job inherits it ignored, and
+# bash can neither trap nor reset a signal ignored when it starts (compare.sh would run on to its end).
 p = subprocess.Popen(["bash", "scripts/bench/compare.sh", config, "2", "1", out], cwd=root,
-                     stdout=open(out + ".log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env)
+                     stdout=open(out + ".log", "w"), stderr=subprocess.STDOUT, start_new_session=True, env=env,
+                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 while not os.path.exists(os.path.join(out, "r2", "poslab_default.json")) and p.poll() is None:
     time.sleep(0.05)
 os.killpg(p.pid, signal.SIGINT)
