@@ -88,8 +88,10 @@ stopped() {
   exit 130
 }
 trap stopped INT TERM
-# A child that takes the Ctrl-C itself and exits 130 (poslab, Python) leaves bash's own SIGINT unrun: its
-# status stops the script here instead.
+# A child stopped by a signal that bash did not get (sent to the child alone, or a Ctrl-C where bash started
+# with SIGINT ignored, as a background job does, and so cannot trap it) exits 130 or 143: its status stops the
+# script here too. (A Ctrl-C to the whole group runs the INT trap above once the child has ended, whether the
+# child died of it or caught it: bash 5.2.)
 trap 'rc=$?; if [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ]; then stopped; fi' ERR
 for r in $(seq 1 "$REPEATS"); do
   d="$OUT/r$r"
