@@ -1,0 +1,197 @@
+// compare's output directory checked before any cell runs: finished cells hold this experiment's configs,
+// a shard's directory holds one experiment, and files of an earlier definition of an evaluation variant
+// or probe, or that another command wrote over a cell's, are removed to be done again.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <set>
+
+#include "eval/evaluator.h"
+#include "experiment/runner_parts.h"
+#include "probe/probe.h"
+
+namespace poslab::runner_parts {
+using nlohmann::json;
+
+// A cell directory that holds a run (finished or to resume) must hold this cell's config: an experiment file
+// edited between two runs into the same --out would otherwise mix old cells into new results. The thread
+// count is compare's own choice (-j) and the vocabulary size comes from the data: neither counts.
+void check_cells_match(const Experiment& e, const CompareOptions& o) {
+  for (const auto& c : e.cells) {
+    const std::string dir = cell_dir(o.out, c);
+    if (!c.error.empty() || !is_run_dir(dir)) continue;
+    const Config want = config_from_json(c.config);
+    Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
+    saved.model.vocab_size = want.model.vocab_size;
+    saved.train.threads = want.train.threads;
+    const json a = config_to_json(saved), b = config_to_json(want);
+    const auto diff = json::diff(a, b);
+    if (diff.empty()) continue;
+    // The key as a config names it (eval.lengths), a list whole: a diff inside it points at an element
+    // ("/eval/lengths/-", appended), which says nothing to a reader.
+    json::json_pointer at(diff[0]["path"].get<std::string>());
+    while (!at.empty() && (at.back() == "-" || at.back().find_first_not_of("0123456789") == std::string::npos))
+      at = at.parent_pointer();
+    std::string key = at.to_string().substr(1);
+    std::replace(key.begin(), key.end(), '/', '.');
+    throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + key + " is " +
+                      (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
+                      " in the experiment); use another --out, or remove " + dir + " to train it again");
+  }
+}
+
+// Where OUT/experiment.json, as saved, and this experiment differ: "" when they are one experiment (its
+// file's path and description aside: a copy of the file elsewhere is the same experiment), else the first
+// differing key as "KEY: SAVED there, MINE here".
+static std::string experiment_difference(const json& saved, const json& mine) {
+  json a = saved, b = mine;
+  for (json* j : {&a, &b}) j->erase("path"), j->erase("description");
+  // Saved by a poslab that kept no digests: the cells' names and settings are what can be compared.
+  if (a.contains("cells") && b.contains("cells") && !a["cells"].empty() && !a["cells"][0].contains("config_sha256"))
+    for (auto& c : b["cells"]) c.erase("config_sha256");
+  const auto diff = json::diff(a, b);
+  if (diff.empty()) return "";
+  const std::string path = diff[0]["path"].get<std::string>();
+  const json::json_pointer at(path);
+  return path + ": " + (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
+         " here";
+}
+
+// A shard's output directory is shared with the experiment's other shards: they must all run one
+// experiment, from one file, or aggregating them would average cells of different configs as seeds.
+void check_same_experiment(const json& mine, const CompareOptions& o, bool at_end) {
+  const std::string saved_path = o.out + "/experiment.json";
+  if (!file_exists(saved_path)) return;
+  const std::string difference = experiment_difference(read_json_file(saved_path), mine);
+  if (difference.empty()) return;
+  if (!at_end)
+    throw ConfigError("--out " + o.out + ": experiment.json there is another experiment's (" + difference +
+                      "); every shard of one output directory runs the same experiment file: use another --out");
+  throw std::runtime_error(saved_path + " was rewritten by a shard of another experiment while this one ran (" + difference +
+                           "): these shards are not one experiment, and --aggregate will refuse their mixed cells");
+}
+
+// An evaluation variant or probe whose definition changed since the run that wrote OUT/experiment.json:
+// its files in the cells are of the old definition, and would be reused under the new one's name. They
+// are removed, so that this run does them again.
+void drop_stale_follow_ups(const Experiment& full, const CompareOptions& o) {
+  const std::string path = o.out + "/experiment.json";
+  if (!file_exists(path)) return;
+  json saved;
+  try {
+    saved = read_json_file(path);
+  } catch (const ConfigError&) {
+    return;  // not ours to judge: check_same_experiment and --aggregate read it with their own errors
+  }
+  std::vector<std::string> stale_names;  // "eval_grid.NAME", "probes.TASK"
+  std::vector<std::string> stale_files;  // relative to a cell's directory
+  std::map<std::string, json> old_variants;
+  for (const auto& v : saved.value("eval_grid", json::array())) old_variants[v.value("name", "")] = v.value("overrides", json());
+  for (const auto& v : full.eval_grid)
+    if (old_variants.count(v.name) && old_variants[v.name] != json(v.overrides)) {
+      stale_names.push_back("eval_grid." + v.name);
+      stale_files.push_back("eval-" + v.name + ".json");
+    }
+  const json old_probes = saved.value("probes", json::object());
+  for (auto it = full.probes.begin(); it != full.probes.end(); ++it)
+    if (old_probes.contains(it.key()) && old_probes[it.key()] != it.value()) {
+      stale_names.push_back("probes." + it.key());
+      for (const char* ext : {".json", ".png"}) stale_files.push_back("probe-" + it.key() + ext);
+    }
+  if (stale_names.empty()) return;
+  std::vector<std::string> paths;
+  for (const auto& c : full.cells)
+    for (const auto& f : stale_files) paths.push_back(cell_dir(o.out, c) + "/" + f);
+  const auto removed = remove_stale_files(paths);
+  std::string names;
+  for (const auto& n : stale_names) names += (names.empty() ? "" : ", ") + n;
+  spdlog::info("{} changed since the last run into {}: done again ({} earlier file(s) removed)", names, o.out, removed.size());
+}
+
+// A finished cell's eval.json or probe file that another command wrote over (`poslab eval --run CELL --lengths
+// 64` without --tag) holds other settings than the experiment's: aggregated, it would mix them into the
+// tables (a length missing, a 3-trial interval beside 50-trial ones) with exit 0. Such a file is removed and
+// done again, and said so. Compared: an evaluation's recorded settings against the cell's; a probe file against
+// what the experiment's "probes" entry would write on the cell (probe_file_differs: every option, the run's
+// defaults for those it leaves unset, and the RoPE scaling).
+void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o) {
+  auto lengths_of = [](const json& results) {
+    std::set<int> out;
+    for (const auto& r : results)
+      if (r.is_object() && r.contains("length") && r["length"].is_number_integer()) out.insert(r["length"].get<int>());
+    return out;
+  };
+  auto read = [](const std::string& path) -> json {
+    try {
+      return file_exists(path) ? read_json_file(path) : json();
+    } catch (const ConfigError&) {
+      return json();  // damaged: the aggregate names it
+    }
+  };
+  auto text = [](const std::set<int>& v) {
+    std::string out;
+    for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+    return "[" + out + "]";
+  };
+  // What differs between an eval file's recorded settings and those the experiment evaluates it with.
+  auto settings_differ = [&](const json& file, const json& want) -> std::string {
+    if (!file.contains("settings")) {  // written before eval.json recorded them: its lengths alone
+      std::set<int> asked;
+      for (const auto& L : want["eval"]["lengths"]) asked.insert(L.get<int>());
+      const auto got = lengths_of(file["results"]);
+      return got == asked ? "" : "lengths " + text(got) + ", not the experiment's " + text(asked);
+    }
+    const json& got = file["settings"];
+    if (got.value("rope_scaling_flag", json()).is_object())
+      return "--rope-scaling " + got["rope_scaling_flag"].value("kind", std::string("?"));
+    const json a = got.value("eval", json::object()), b = want["eval"];
+    for (auto it = b.begin(); it != b.end(); ++it)
+      if (!a.contains(it.key()) || a[it.key()] != it.value())
+        return "eval." + it.key() + " " + (a.contains(it.key()) ? a[it.key()].dump() : std::string("unset")) +
+               ", not the experiment's " + it.value().dump();
+    return "";
+  };
+  for (size_t i = 0; i < full.cells.size(); ++i) {
+    const auto& c = full.cells[i];
+    const std::string dir = cell_dir(o.out, c);
+    if (o.shard.active() && !o.shard.owns(i)) continue;  // another shard's cell: that shard redoes it
+    if (!c.error.empty() || !c.config.is_object() || cell_status(dir) != "done") continue;
+    // The cell's own evaluation, then each variant's (its overrides on the cell's config, as `eval --set`).
+    std::vector<std::pair<std::string, std::vector<std::string>>> files = {{"", {}}};
+    for (const auto& v : full.eval_grid) files.push_back({v.name, v.overrides});
+    for (const auto& [tag, overrides] : files) {
+      const std::string path = RunPaths{dir}.eval(tag);
+      const json file = read(path);
+      if (!file.is_object() || !file["results"].is_array()) continue;
+      json want;
+      try {
+        json j = c.config;
+        apply_overrides(j, overrides);
+        want = evaluation_settings(config_from_json(j), EvalOptions{});
+      } catch (const std::exception&) {
+        continue;  // the experiment's own checks say what is wrong with it
+      }
+      const std::string differs = settings_differ(file, want);
+      if (differs.empty()) continue;
+      spdlog::warn("{}: evaluated with {} (written over by another command?): evaluated again", path, differs);
+      remove_stale_files({path});
+    }
+    for (auto it = full.probes.begin(); it != full.probes.end(); ++it) {
+      const std::string file = dir + "/probe-" + it.key() + ".json";
+      const json probe = read(file);
+      if (!probe.is_object()) continue;
+      std::string differs;
+      try {
+        differs = probe_file_differs(probe, probe_options_from_json(it.key(), it.value(), "probes." + it.key()),
+                                     config_from_json(c.config));
+      } catch (const std::exception&) {
+        continue;  // the experiment's own checks say what is wrong with it
+      }
+      if (differs.empty()) continue;
+      spdlog::warn("{}: probed with {} (written over by another command?): probed again", file, differs);
+      remove_stale_files({file, dir + "/probe-" + it.key() + ".png"});
+    }
+  }
+}
+
+}  // namespace poslab::runner_parts

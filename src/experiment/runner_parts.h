@@ -1,0 +1,46 @@
+// What compare's files share inside the library: where a cell's run and log live and whether it is
+// finished, the checks of an output directory before cells run (out_dir.cpp), and the end of an experiment
+// (finish.cpp). runner.cpp runs the cells, follow_ups.cpp what follows each. Not part of the API.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "config/config.h"
+#include "experiment/experiment.h"
+#include "train/run_dir.h"
+#include "util/files.h"
+
+namespace poslab::runner_parts {
+
+inline std::string cell_dir(const std::string& out, const Cell& c) { return out + "/cells/" + c.name; }
+inline std::string cell_log(const std::string& out, const Cell& c) { return out + "/logs/" + c.name + ".log"; }
+
+inline std::string cell_status(const std::string& dir) {
+  RunPaths p{dir};
+  if (!file_exists(p.summary())) return "";
+  try {
+    return read_json_file(p.summary()).value("status", "");
+  } catch (const ConfigError&) {
+    return "";
+  }
+}
+
+inline bool cell_finished(const std::string& dir) { return cell_status(dir) == "done" && file_exists(RunPaths{dir}.eval()); }
+
+// A cell directory that holds a run (finished or to resume) must hold this cell's config.
+void check_cells_match(const Experiment& e, const CompareOptions& o);
+// A shard's output directory holds one experiment: OUT/experiment.json, if there, must be `mine`. Before
+// the cells (at_end false) a ConfigError; after them a runtime error (another shard rewrote it meanwhile).
+void check_same_experiment(const nlohmann::json& mine, const CompareOptions& o, bool at_end);
+// Evaluation variants' and probes' files in the cells that an earlier definition of them wrote: removed.
+void drop_stale_follow_ups(const Experiment& full, const CompareOptions& o);
+// A finished cell's eval.json or probe file that another command wrote over: removed, to be done again.
+void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o);
+
+// results.json and results.csv from the cells, the table printed, and the report drawn (unless plots
+// are off or a stop came); `failures`: cell name -> error, `probe_errors` as FollowUps records them.
+nlohmann::json finish(const Experiment& e, const CompareOptions& o, const std::map<std::string, std::string>& failures,
+                      const nlohmann::json& probe_errors = nlohmann::json::array());
+
+}  // namespace poslab::runner_parts
