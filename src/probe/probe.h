@@ -43,6 +43,10 @@ std::string text_haystack_refusal(const Config& c);
 // any cell trains.
 void check_passkey_vocabulary(const CharTokenizer& tok, const Config& c, const ProbeOptions& o);
 
+// The passkey probe's cells on a loaded model (probe_model's "results" with the template and its settings).
+nlohmann::json passkey_probe(GPT& model, const CharTokenizer& tok, const Config& c, const ProbeOptions& o,
+                             const Runtime& runtime);
+
 // Why the model's encoding cannot take L tokens ("" when it can): a table's size, or any other limit of the
 // kind (check_length: xPos's scales past ~128 scale_base tokens). Both probes mark such a length n/a.
 std::string encoding_length_limit(GPT& model, int64_t L);
