@@ -358,5 +358,5 @@ def make_corpus(config):
 
 
 def val_seed(config):
-    """The validation stream's seed (src/train/trainer.cpp)."""
+    """The validation stream's seed (src/train/step.cpp: val_seed)."""
     return (config["seed"] & MASK64) ^ 0x5EEDFACE
