@@ -285,6 +285,41 @@ TEST_F(FusedAttentionOn, ThreadsAndGradientModeChangeNothing) {
   EXPECT_TRUE(torch::equal(y1, run(2, false).first));
 }
 
+// Without autograd, queries past kInferenceQueryBlock run in blocks, each against the keys its queries see:
+// the formula still, queries at the end of the keys or not, with masks of every shape cut to each block,
+// and no further from the autograd path's output than bfloat16's rounding (float: a few ulp).
+TEST_F(FusedAttentionOn, LongQueriesWithoutAutogradFollowTheFormulaInCausalBlocks) {
+  const int64_t Q = kInferenceQueryBlock;
+  const std::vector<Case> cases = {{2, 3, Q + 1, Q + 1, 16, "none"},         {1, 2, 2 * Q + 45, 2 * Q + 45, 8, "bias3d"},
+                                   {1, 2, Q + 70, 3 * Q, 16, "bias4d"},       {2, 2, 2 * Q, 2 * Q, 8, "row"},
+                                   {1, 2, 2 * Q + 3, 2 * Q + 3, 8, "causal2d"}, {1, 1, 3 * Q, 3 * Q + 1, 8, "none"}};
+  for (auto dtype : {torch::kFloat, torch::kBFloat16}) {
+    if (dtype == torch::kBFloat16 && !cpu_has_bf16()) continue;  // as POSLAB_SKIP_WITHOUT_CPU_BF16, for this half alone
+    for (const auto& c : cases) {
+      torch::manual_seed(21);
+      auto [qf, kf, vf] = draw_qkv(c);
+      auto q = qf.detach().to(dtype), k = kf.detach().to(dtype), v = vf.detach().to(dtype);
+      const auto mask = make_mask(c);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(c.hs));
+      torch::Tensor blocked, whole;
+      {
+        torch::NoGradGuard no_grad;
+        blocked = fused_attention(q, k, v, mask, scale);
+      }
+      whole = fused_attention(q.clone().requires_grad_(true), k, v, mask, scale).detach();  // attended whole
+      ASSERT_EQ(blocked.sizes(), q.sizes());
+      ASSERT_EQ(blocked.scalar_type(), whole.scalar_type());
+      auto [qd, kd, vd] = in_double({q, k, v});
+      const auto want = attention_formula(qd, kd, vd, mask.defined() ? mask.to(torch::kDouble) : torch::Tensor(), scale);
+      const double top = want.abs().max().item<double>();
+      const bool f32 = dtype == torch::kFloat;
+      const std::string where = c.mask + " tq=" + std::to_string(c.tq) + " tk=" + std::to_string(c.tk) + (f32 ? " float" : " bf16");
+      EXPECT_LE(max_abs_diff(blocked, want), (f32 ? 1e-4 : 0.03) * top) << where;
+      EXPECT_LE(max_abs_diff(blocked, whole), (f32 ? 1e-5 : 0.01) * top) << where;
+    }
+  }
+}
+
 // Attention read from the fused projection's rows and written to c_proj's, against the same attention on
 // q, k and v split, viewed and transposed as the model did before: bit for bit, the output and the
 // gradients of the rows and of a learned bias, with every mask shape of self-attention.

@@ -215,7 +215,9 @@ static GPT probe_model_of(const std::string& kind, int64_t vocab) {
 TEST(ProbeScoring, ReportsEachChunkOfLongDocuments) {
   auto model = probe_model_of("alibi", 12);
   torch::manual_seed(5);
-  auto docs = torch::randint(0, 12, {3, 2049}, torch::kLong);  // scores of 2 heads x 2048^2 pass a chunk's 32 MiB
+  // A document's scores (2 heads, a block of 128 queries against 6144 keys) and activations pass half a
+  // chunk's 32 MiB: one document a chunk.
+  auto docs = torch::randint(0, 12, {3, 6145}, torch::kLong);
   std::vector<std::pair<int64_t, int64_t>> calls;
   Runtime rt;
   auto s = score_keys(model, docs, 2, rt, /*allow_cache=*/true, [&](int64_t done, int64_t total) { calls.emplace_back(done, total); });

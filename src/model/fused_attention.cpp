@@ -35,7 +35,8 @@ struct MaskView {
 MaskView mask_view(const torch::Tensor& mask, at::IntArrayRef sizes) {
   MaskView v;
   if (mask.numel() == 0) return v;  // no mask: the causal limit alone
-  auto m = mask.contiguous();
+  // Rows and heads may sit at any stride (a block's slice of a whole bias); the keys must be contiguous.
+  auto m = mask.stride(-1) == 1 ? mask : mask.contiguous();
   if (m.size(-1) != sizes.back()) m = m.expand(sizes).contiguous();  // broadcast over keys: made whole
   v.expanded = m.expand(sizes);
   v.data = v.expanded.data_ptr<float>();
@@ -124,19 +125,49 @@ struct AttentionSoftmaxFunction : torch::autograd::Function<AttentionSoftmaxFunc
   }
 };
 
+// Calls body(i0, i1, n1, mask) for query blocks [i0, i1) of q (B, H, t_q, hs) against keys [0, n1) of k,
+// the mask cut to the block's rows and keys (an empty tensor stays empty; a dimension of 1 is broadcast
+// and stays whole). One block, the whole, where t_q is within kInferenceQueryBlock. The queries are the
+// last t_q of the keys, so block [i0, i1)'s last query sees keys 0 .. t_k - t_q + i1 - 1: the scores'
+// upper triangle, half of them at long lengths, is never computed.
+template <class Body>
+void causal_blocks(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& mask, Body body) {
+  const int64_t tq = q.size(2), tk = k.size(2), offset = tk - tq;
+  const int64_t block = std::min(tq, kInferenceQueryBlock);
+  for (int64_t i0 = 0; i0 < tq; i0 += block) {
+    const int64_t i1 = std::min(tq, i0 + block), n1 = offset + i1;  // query i1 - 1 sees keys 0 .. offset + i1 - 1
+    torch::Tensor m = mask;
+    if (m.numel() > 0 && block < tq) {
+      if (m.dim() >= 2 && m.size(-2) > 1) m = m.slice(-2, i0, i1);
+      if (m.size(-1) > 1) m = m.slice(-1, 0, n1);
+    }
+    body(i0, i1, n1, m);
+  }
+}
+
 // Attention in bfloat16 with both products on oneDNN directly (model/dnnl_matmul.h): one autograd node for
 // q k^T, the softmax and p v, where LibTorch's matmuls run ~20 small ops each way. The output is written
 // in the rows the output projection reads, (B, t_q, H, hs), so the copy into rows that follows is none.
 struct Bf16Attention {
   torch::Tensor q, k, v, s, stats, p, rows;  // rows: y as (B, t_q, H hs)
 
+  // keep: whether s, stats and p are kept for a backward. Without, queries past kInferenceQueryBlock run
+  // in causal blocks (causal_blocks above) and s, stats and p are left undefined.
   Bf16Attention(const torch::Tensor& q_in, const torch::Tensor& k_in, const torch::Tensor& v_in,
-                const torch::Tensor& mask, double scale)
+                const torch::Tensor& mask, double scale, bool keep = true)
       : q(q_in.contiguous()), k(k_in.contiguous()), v(v_in.contiguous()) {  // (B, H, t, hs): dense, as the kernels read best
-    s = bf16_matmul(q, k.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
-    std::tie(p, stats) = softmax_forward(s, mask, scale);
     const int64_t B = q.size(0), H = q.size(1), tq = q.size(2), hs = v.size(3);
     rows = torch::empty({B, tq, H * hs}, q.options());
+    if (!keep) {
+      causal_blocks(q, k, mask, [&](int64_t i0, int64_t i1, int64_t n1, const torch::Tensor& block_mask) {
+        const auto sb = bf16_matmul(q.slice(2, i0, i1), k.slice(2, 0, n1).transpose(-2, -1), torch::kBFloat16);
+        const auto pb = softmax_forward(sb, block_mask, scale).first;  // (B, H, i1 - i0, n1)
+        bf16_matmul(pb, v.slice(2, 0, n1), torch::kBFloat16, {}, heads(rows.slice(1, i0, i1), H));
+      });
+      return;
+    }
+    s = bf16_matmul(q, k.transpose(-2, -1), torch::kBFloat16);  // (B, H, t_q, t_k)
+    std::tie(p, stats) = softmax_forward(s, mask, scale);
     bf16_matmul(p, v, torch::kBFloat16, {}, heads(rows, H));
   }
   // y as (B, H, t_q, hs): a view of rows.
@@ -237,14 +268,25 @@ torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, co
     const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
     const bool grad = torch::GradMode::is_enabled() &&
                       (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
-    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale).y();
+    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale, /*keep=*/false).y();
   }
-  auto s = torch::matmul(q, k.transpose(-2, -1)).contiguous();  // (B, H, t_q, t_k): bfloat16 under autocast
-  if (s.scalar_type() != torch::kFloat && s.scalar_type() != torch::kBFloat16) s = s.to(torch::kFloat);
   const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
-  const bool grad = torch::GradMode::is_enabled() && (s.requires_grad() || m.requires_grad());
-  const auto p = grad ? AttentionSoftmaxFunction::apply(s, m, scale) : softmax_forward(s, m, scale).first;
-  return torch::matmul(p, v);  // (B, H, t_q, hs)
+  auto scores = [](const torch::Tensor& q, const torch::Tensor& k) {  // (B, H, t_q, t_k): bfloat16 under autocast
+    auto s = torch::matmul(q, k.transpose(-2, -1)).contiguous();
+    return s.scalar_type() != torch::kFloat && s.scalar_type() != torch::kBFloat16 ? s.to(torch::kFloat) : s;
+  };
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
+  if (grad) {
+    const auto s = scores(q, k);
+    return torch::matmul(AttentionSoftmaxFunction::apply(s, m, scale), v);  // (B, H, t_q, hs)
+  }
+  std::vector<torch::Tensor> blocks;
+  causal_blocks(q, k, m, [&](int64_t i0, int64_t i1, int64_t n1, const torch::Tensor& block_mask) {
+    const auto p = softmax_forward(scores(q.slice(2, i0, i1), k.slice(2, 0, n1)), block_mask, scale).first;
+    blocks.push_back(torch::matmul(p, v.slice(2, 0, n1)));  // (B, H, i1 - i0, hs)
+  });
+  return blocks.size() == 1 ? blocks[0] : torch::cat(blocks, 2);
 }
 
 bool fused_attention_qkv_applies(const torch::Tensor& qkv, int64_t n_head, const torch::Tensor& mask) {
@@ -258,7 +300,7 @@ torch::Tensor fused_attention_qkv(const torch::Tensor& qkv, int64_t n_head, cons
   const bool grad = torch::GradMode::is_enabled() && (qkv.requires_grad() || m.requires_grad());
   if (grad) return QkvAttentionFunction::apply(qkv, m, n_head, scale);
   const auto [q, k, v] = qkv_heads(qkv, n_head);
-  return Bf16Attention(q, k, v, m, scale).rows;
+  return Bf16Attention(q, k, v, m, scale, /*keep=*/false).rows;
 }
 
 }  // namespace poslab

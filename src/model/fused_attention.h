@@ -9,6 +9,13 @@
 
 namespace poslab {
 
+// Without autograd (evaluation, a probe's prefill), fused attention over more than this many queries runs
+// them in blocks of it, each block against the keys its queries see: the scores' upper triangle is never
+// computed, and a block's scores, (B, H, 128, keys), stay near the cache. Callers sizing a batch by its
+// scores count this many rows. Blocks of 64 and 128 measured close on the main job's passkey probe, 128
+// a little faster (docs/benchmarks.md).
+constexpr int64_t kInferenceQueryBlock = 128;
+
 // Whether fused_attention takes these tensors: the fused ops on, CPU tensors of float or bfloat16, and a
 // float mask (or none).
 bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

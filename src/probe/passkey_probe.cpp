@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "data/corpus.h"
+#include "model/fused_attention.h"
 #include "probe/probe.h"
 #include "probe/stats.h"
 #include "util/log_once.h"
@@ -42,7 +43,10 @@ KeyScores score_keys(GPT& model, const torch::Tensor& docs, int64_t digits, cons
   KeyScores s;
   const int64_t N = docs.size(0), L = docs.size(1) - 1, P = L + 1 - digits;  // P: prompt tokens
   const auto& m = model->config;
-  const int64_t row_bytes = int64_t{m.n_head} * L * L * 4 * 2 + L * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
+  // A document's scores and probabilities, a block of queries at a time (model/fused_attention.h), and its
+  // activations and logits.
+  const int64_t q_rows = std::min<int64_t>(L, kInferenceQueryBlock);
+  const int64_t row_bytes = int64_t{m.n_head} * q_rows * L * 4 * 2 + L * (m.n_embd * 16 + int64_t{m.vocab_size} * 3) * 4;
   // Keys and values of every layer in fp32, for a document's greedy and teacher-forced rows.
   const int64_t cache_bytes = int64_t{16} * m.n_layer * m.n_embd * L;
   const bool cache = allow_cache && model->pos->kv_cacheable(L) && cache_bytes <= kCacheBudget;
