@@ -2,7 +2,8 @@
 // with the causal limit, evaluated here with LibTorch's ops in double (forward, and its gradients for q,
 // k, v and a learned bias by autograd): float and bfloat16, queries at the end of the keys, masks of every
 // broadcast shape, rows off the vector width, both vector widths (8 and 16 floats) on any CPU, one and two
-// threads; masked keys get exactly no weight; and the model with the fused ops on and off.
+// threads; masked keys get exactly no weight; long queries without autograd, run in causal blocks; and the
+// model with the fused ops on and off.
 #include <gtest/gtest.h>
 
 #include <ATen/Parallel.h>
