@@ -263,20 +263,16 @@ bool fused_attention_applies(const torch::Tensor& q, const torch::Tensor& k, con
 
 torch::Tensor fused_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const torch::Tensor& mask, double scale) {
-  if (dnnl_matmul_active() && q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
-      v.scalar_type() == torch::kBFloat16) {
-    const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
-    const bool grad = torch::GradMode::is_enabled() &&
-                      (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
-    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale, /*keep=*/false).y();
-  }
   const torch::Tensor m = mask.defined() ? mask : torch::empty({0});
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
+  if (dnnl_matmul_active() && q.scalar_type() == torch::kBFloat16 && k.scalar_type() == torch::kBFloat16 &&
+      v.scalar_type() == torch::kBFloat16)
+    return grad ? AttentionFunction::apply(q, k, v, m, scale) : Bf16Attention(q, k, v, m, scale, /*keep=*/false).y();
   auto scores = [](const torch::Tensor& q, const torch::Tensor& k) {  // (B, H, t_q, t_k): bfloat16 under autocast
     auto s = torch::matmul(q, k.transpose(-2, -1)).contiguous();
     return s.scalar_type() != torch::kFloat && s.scalar_type() != torch::kBFloat16 ? s.to(torch::kFloat) : s;
   };
-  const bool grad = torch::GradMode::is_enabled() &&
-                    (q.requires_grad() || k.requires_grad() || v.requires_grad() || m.requires_grad());
   if (grad) {
     const auto s = scores(q, k);
     return torch::matmul(AttentionSoftmaxFunction::apply(s, m, scale), v);  // (B, H, t_q, hs)
