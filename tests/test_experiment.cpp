@@ -2,11 +2,14 @@
 // the numbers in the cells' own eval.json.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <set>
 
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "experiment/runner_parts.h"
 #include "train/run_dir.h"
 #include "util/files.h"
 #include "test_util.h"
@@ -304,6 +307,53 @@ TEST(Aggregate, ScenarioKeysAreNamedNotParsed) {
 
 // Every config and experiment the project ships must load and validate (a typo there would only
 // surface when a user runs it).
+// N equal cells (one unit of one core's work each) on `jobs` cores, started as runner.cpp starts them
+// (cells_at_once asked before each start), the cores shared evenly among the running cells (a cell runs at
+// min(1, jobs / running) of a core). Returns when the last cell ends, and the most cells running at once.
+static std::pair<double, int> simulate_grid(int N, int jobs, bool extra) {
+  std::vector<double> left_work;  // of the running cells
+  int next = 0, most = 0;
+  double now = 0;
+  while (next < N || !left_work.empty()) {
+    while (next < N &&
+           static_cast<int>(left_work.size()) < poslab::runner_parts::cells_at_once(jobs, static_cast<int>(left_work.size()), N - next, extra))
+      left_work.push_back(1.0), ++next;
+    most = std::max(most, static_cast<int>(left_work.size()));
+    const double speed = std::min(1.0, static_cast<double>(jobs) / static_cast<double>(left_work.size()));
+    const double first = *std::min_element(left_work.begin(), left_work.end());
+    now += first / speed;
+    std::vector<double> still;
+    for (double w : left_work)
+      if (w - first > 1e-12) still.push_back(w - first);
+    left_work = still;
+  }
+  return {now, most};
+}
+
+TEST(CellsAtOnce, OneBeyondTheJobsOnlyWhereTheLastRoundWouldLeaveCoresIdle) {
+  for (int jobs = 1; jobs <= 4; ++jobs)
+    for (int running = 0; running <= jobs + 1; ++running)
+      for (int left = 0; left <= 3 * jobs; ++left) {
+        EXPECT_EQ(poslab::runner_parts::cells_at_once(jobs, running, left, /*extra=*/false), jobs);
+        const int with = poslab::runner_parts::cells_at_once(jobs, running, left, /*extra=*/true);
+        EXPECT_EQ(with, jobs > 1 && left > 0 && running + left == jobs + 1 ? jobs + 1 : jobs) << jobs << " " << running << " " << left;
+      }
+  // Whole grids: in rounds of `jobs` a grid ends after ceil(N / jobs) cells' time; with the last jobs + 1 together
+  // where N leaves one over (N mod jobs == 1), after N / jobs, every core busy to the end; never later, and never
+  // more than jobs + 1 at once.
+  for (int jobs = 1; jobs <= 4; ++jobs)
+    for (int N = 1; N <= 13; ++N) {
+      const auto [without, most_without] = simulate_grid(N, jobs, false);
+      const auto [with, most_with] = simulate_grid(N, jobs, true);
+      const double rounds = std::ceil(static_cast<double>(N) / jobs);
+      EXPECT_NEAR(without, rounds, 1e-9) << N << " cells, " << jobs << " jobs";
+      EXPECT_EQ(most_without, std::min(N, jobs));
+      const bool one_over = jobs > 1 && N > jobs && N % jobs == 1;  // one core: nothing idle to give
+      EXPECT_NEAR(with, one_over ? static_cast<double>(N) / jobs : rounds, 1e-9) << N << " cells, " << jobs << " jobs";
+      EXPECT_EQ(most_with, one_over ? jobs + 1 : std::min(N, jobs)) << N << " cells, " << jobs << " jobs";
+    }
+}
+
 TEST(ShippedConfigs, AllLoadAndValidate) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(__FILE__).parent_path().parent_path() / "configs";

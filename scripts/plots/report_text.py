@@ -202,6 +202,22 @@ def noise_txt(res):
             "interval as a band; **bold** marks a value only where it is best beyond both intervals." % n)
 
 
+def shared_cores_txt(res):
+    """The cells whose one thread had less than 80% of a core (summary.json's core_share): their tokens/s is not
+    their encoding's speed. "" when none."""
+    shared = [c for c in res.get("cells", []) if c.get("threads") == 1 and finite(num(c.get("core_share")))
+              and num(c.get("core_share")) < 0.8]
+    if not shared:
+        return ""
+    one = len(shared) == 1
+    return ("The tokens/s of %s is not %s encoding's speed: %s trained on part of a core (%s), with other work "
+            "beside %s (another process on the machine, or compare's last cells, which run one beyond --jobs; "
+            "a cell's results are the same either way)." % (
+                "this cell" if one else "these cells", "its" if one else "their", "it" if one else "they",
+                ", ".join("%s %d%%" % (c["name"], round(100 * num(c["core_share"]))) for c in shared),
+                "it" if one else "them"))
+
+
 def ranking_txt(res):
     rk = res.get("ranking") or {}
     lengths = ", ".join("%g" % L for L in rk.get("lengths", []))
@@ -263,7 +279,10 @@ def write_markdown(path, res, groups, tables, images):
         lines += ["### Ranking", "", ranking_txt(res), "", md_table(*tables["ranking"]), ""]
     lines += [
              "## Results", "", md_table(*tables["full"]), "",
-             "## Cells", "", md_table(*tables["cells"]), "", "## Plots", ""]
+             "## Cells", "", md_table(*tables["cells"]), ""]
+    if shared_cores_txt(res):
+        lines += [shared_cores_txt(res), ""]
+    lines += ["## Plots", ""]
     for fname, title in images[2 if tables["retrieval"] else 1:]:
         lines += ["### %s" % title, "", "![%s](%s)" % (title, fname), ""]
     write_text(path, "\n".join(lines))
@@ -324,7 +343,10 @@ def write_html(path, results_dir, res, groups, tables, images):
     if tables["ranking"][1]:
         body += ["<h3>Ranking</h3>", "<p>%s</p>" % html.escape(ranking_txt(res)), html_table(*tables["ranking"])]
     body += ["<h2>Results</h2>", html_table(*tables["full"]),
-            "<h2>Cells</h2>", html_table(*tables["cells"]), "<h2>Plots</h2>"]
+            "<h2>Cells</h2>", html_table(*tables["cells"])]
+    if shared_cores_txt(res):
+        body.append("<p>%s</p>" % html.escape(shared_cores_txt(res)))
+    body.append("<h2>Plots</h2>")
     def img(fname, title):
         with open(os.path.join(results_dir, fname), "rb") as f:
             data = base64.b64encode(f.read()).decode("ascii")

@@ -27,7 +27,7 @@ void add_compare(CLI::App& app) {
                                             "results.json/.csv, plots and report.md/.html");
   cmd->add_option("--config,-c", o->config, "Experiment file (configs/experiments/*.json)");
   cmd->add_option("--out,-o", o->out, "Output directory (default runs/<experiment name>)");
-  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once, each with cores/jobs threads (default: the experiment's \"jobs\", else 1)")
+  cmd->add_option("--jobs,-j", o->jobs, "Cells to run at once, each with cores/jobs threads; one more for the last round where it would leave cores idle (one-thread CPU cells) (default: the experiment's \"jobs\", else 1)")
       ->check(positive_integer());
   cmd->add_option("--shard", o->shard,
                   "K/N: run only the cells whose index modulo N is K, then stop without aggregating (default: from "

@@ -156,7 +156,7 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
       if (error.empty() && failures.count(key)) error = failures.at(key);
     cell["status"] = !error.empty() ? "failed" : summary.is_object() ? summary.value("status", "unknown") : "not run";
     cell["error"] = !error.empty() ? json(error) : summary.is_object() && summary.contains("error") ? summary["error"] : json(nullptr);
-    for (const char* k : {"params", "tokens_per_s", "wall_s", "final_val_loss", "device", "precision"})
+    for (const char* k : {"params", "tokens_per_s", "wall_s", "threads", "core_share", "final_val_loss", "device", "precision"})
       cell[k] = summary.is_object() && summary.contains(k) ? summary[k] : json(nullptr);
     // The CPU and GPU that trained it (runs written before summary.json recorded them have neither).
     cell["cpu"] = summary.is_object() && summary["cpu"].is_object() ? json(describe_cpu(summary["cpu"])) : json(nullptr);

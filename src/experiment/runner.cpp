@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <optional>
 #include <thread>
+#include <torch/cuda.h>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,6 +25,7 @@
 #include "experiment/experiment.h"
 #include "experiment/follow_ups.h"
 #include "experiment/runner_parts.h"
+#include "train/memory_estimate.h"
 #include "train/run_dir.h"
 #include "util/affinity.h"
 #include "util/files.h"
@@ -93,13 +96,17 @@ static pid_t spawn_poslab(const CompareOptions& o, std::vector<std::string> args
 // Waits for `pid` (any child when -1); a stop that comes meanwhile is passed on to `children` once, so that
 // it reaches them when it was sent to compare's process alone (a cell takes the same stop twice as one).
 // Polls (every 20 ms) rather than blocks, so that a stop that came just before the wait is not missed.
-static pid_t wait_passing_stop(pid_t pid, int* status, const std::vector<pid_t>& children, bool* passed) {
+// `peak_bytes`, if given, gets the child's peak resident memory.
+static pid_t wait_passing_stop(pid_t pid, int* status, const std::vector<pid_t>& children, bool* passed,
+                               int64_t* peak_bytes = nullptr) {
   for (;;) {
     if (stop_requested() && !*passed) {
       *passed = true;
       for (pid_t child : children) ::kill(child, SIGINT);
     }
-    const pid_t got = ::waitpid(pid, status, WNOHANG);
+    struct rusage usage {};
+    const pid_t got = ::wait4(pid, status, WNOHANG, &usage);
+    if (got > 0 && peak_bytes != nullptr) *peak_bytes = static_cast<int64_t>(usage.ru_maxrss) * 1024;  // KiB on Linux
     if (got > 0 || (got < 0 && errno != EINTR)) return got;
     if (got == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
@@ -224,16 +231,34 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     for (size_t k = 0; k < share; ++k) mine.push_back(cpus[(slot * share + k) % cpus.size()]);
     return mine;
   };
+  // One cell beyond `jobs` at the grid's end (runner_parts::cells_at_once) only where cells cannot get in each
+  // other's way but for time: one thread each (no OpenMP team spinning beside another), on the CPU (a GPU's
+  // memory is not measured here), not pinned by slot, and with memory for one more of the largest cell yet
+  // finished, twice over (a cell that has not finished has not been measured).
+  int64_t peak_cell_bytes = 0;
+  const bool may_use_cuda = [&] {
+    for (int i : todo)
+      if (e.cells[i].config["device"] != "cpu") return torch::cuda::is_available();
+    return false;
+  }();
+  auto may_share_cores = [&](const json& config) {
+    return !slice && !may_use_cuda && config["train"]["threads"] == 1 && peak_cell_bytes > 0 &&
+           available_memory_bytes() >= 2 * peak_cell_bytes;
+  };
   const auto t0 = std::chrono::steady_clock::now();
   int done = 0, next = 0;
   bool stop_passed = false;  // a stop was passed on to the cells running then
   const int total = static_cast<int>(todo.size());
   double cell_seconds = 0;
   while ((next < total && !stop_requested()) || !running.empty()) {
-    while (next < total && static_cast<int>(running.size()) < o.jobs && !stop_requested()) {
+    for (;;) {
+      if (next >= total || stop_requested()) break;
       const auto& c = e.cells[todo[next]];
       json config = c.config;
       if (o.jobs > 1 && config["train"]["threads"] == 0) config["train"]["threads"] = threads_per_job;
+      const int running_now = static_cast<int>(running.size());
+      const int at_once = runner_parts::cells_at_once(o.jobs, running_now, total - next, may_share_cores(config));
+      if (running_now >= at_once) break;
       const std::string config_path = o.out + "/configs/" + c.name + ".json";
       write_file_atomic(config_path, config.dump(2) + "\n");
       const bool resuming = is_run_dir(cell_dir(o.out, c));
@@ -241,15 +266,17 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       const pid_t pid = spawn_cell(o, c, config_path, slice ? slot_cpus(slot) : std::vector<int>{});
       running[pid] = {todo[next], next + 1, slot, std::chrono::steady_clock::now()};
       const double eta = done > 0 ? cell_seconds / done * (total - done) / o.jobs : -1;
-      spdlog::info("[{}/{}] {} {} ({} left{}; log: {})", next + 1, total,
+      const std::string beyond = running_now >= o.jobs ? fmt::format("; {} at once to the end, one beyond --jobs", running_now + 1) : "";
+      spdlog::info("[{}/{}] {} {} ({} left{}{}; log: {})", next + 1, total,
                    resuming ? "resuming" : "running", c.name, total - next - 1,
-                   eta >= 0 ? ", ETA " + format_duration(eta) : "", cell_log(o.out, c));
+                   eta >= 0 ? ", ETA " + format_duration(eta) : "", beyond, cell_log(o.out, c));
       ++next;
     }
     int status = 0;
     std::vector<pid_t> children;
     for (const auto& [child, r] : running) children.push_back(child);
-    pid_t pid = wait_passing_stop(-1, &status, children, &stop_passed);
+    int64_t peak_bytes = 0;
+    pid_t pid = wait_passing_stop(-1, &status, children, &stop_passed, &peak_bytes);
     if (pid < 0) break;
     auto it = running.find(pid);
     if (it == running.end()) continue;
@@ -259,6 +286,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     cell_seconds += secs;
     ++done;
     const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (ok) peak_cell_bytes = std::max(peak_cell_bytes, peak_bytes);
     if (ok) {
       spdlog::info("[{}/{}] {} done in {} ({} of {} done, elapsed {})", k, total, c.name, format_duration(secs), done,
                    total, format_duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()));

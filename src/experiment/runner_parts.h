@@ -28,6 +28,15 @@ inline std::string cell_status(const std::string& dir) {
 
 inline bool cell_finished(const std::string& dir) { return cell_status(dir) == "done" && file_exists(RunPaths{dir}.eval()); }
 
+// How many cells may train at once now. `jobs`, or one more at the grid's end: when the cells left to start
+// and those running come to jobs + 1, the last round would leave jobs - 1 cores idle while one cell trains
+// alone; all of them at once share the cores instead (three one-thread cells on two cores end in 1.5 cells'
+// time, not 2), and each cell's results are the same either way; one core has nothing idle to give. `extra` says whether the cells may share
+// cores at all (one thread each, on the CPU, memory for one more; runner.cpp decides).
+inline int cells_at_once(int jobs, int running, int left, bool extra) {
+  return extra && jobs > 1 && left > 0 && running + left == jobs + 1 ? jobs + 1 : jobs;
+}
+
 // A cell directory that holds a run (finished or to resume) must hold this cell's config.
 void check_cells_match(const Experiment& e, const CompareOptions& o);
 // A shard's output directory holds one experiment: OUT/experiment.json, if there, must be `mine`. Before

@@ -267,6 +267,43 @@ assert r["machines"] == [{"device": "cpu", "precision": "fp32", "cpu": r["cells"
     r["machines"]
 PY
 
+# An odd grid on two jobs of one thread each: the last three cells train at once (the cores shared, rather
+# than one cell alone beside an idle core), said in the log; each cell's results are those it gives alone.
+printf '{"name": "odd", "base": "base.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi", "none", "learned", "sinusoidal"]}}\n' > exp5.json
+"$POSLAB" compare -c exp5.json --out out5 --no-plots -j 2 > log8 2>&1
+"$POSLAB" compare -c exp5.json --out out6 --no-plots -j 1 > log9 2>&1
+check "-j 2 with five one-thread cells: the last three at once, said once; -j 1: never" /usr/bin/python3 - <<'PY'
+import re
+lines = [l for l in open("log8") if "one beyond --jobs" in l]
+assert len(lines) == 1 and "[5/5] running kind=sinusoidal (0 left" in lines[0] and "3 at once to the end" in lines[0], lines
+assert "beyond" not in open("log9").read()
+# The fifth started before any of the other cells still running had ended: three ran together.
+events = [m.groups() for m in re.finditer(r"\[(\d)/5\] (running|\S+ done)", open("log8").read())]
+i5 = events.index(("5", "running"))
+started_before = {k for k, what in events[:i5] if what == "running"}
+ended_before = {k for k, what in events[:i5] if what != "running"}
+assert len(started_before - ended_before) == 2, events
+PY
+check "... each cell's losses and results the same as one at a time; core_share in each summary and in results.json" \
+  /usr/bin/python3 - <<'PY'
+import json
+a, b = json.load(open("out5/results.json")), json.load(open("out6/results.json"))
+for r in (a, b):
+    for row in r["rows"]:
+        row.pop("tokens_per_s_mean"), row.pop("wall_s_mean")
+    for c in r["cells"]:
+        s = json.load(open("out5/%s/summary.json" % c["dir"])) if r is a else None
+        if s is not None:
+            assert s["threads"] == 1 and c["threads"] == 1 and c["core_share"] == s["core_share"], (c, s)
+            assert 0 < s["core_share"] <= 1.05, s  # CPU time over wall time of one thread
+        c.pop("tokens_per_s"), c.pop("wall_s"), c.pop("core_share")
+    r.pop("config")
+assert a["rows"] == b["rows"] and a["cells"] == b["cells"], "results differ"
+for c in a["cells"]:
+    s5, s6 = (json.load(open("%s/%s/summary.json" % (d, c["dir"]))) for d in ("out5", "out6"))
+    assert s5["final_val_loss"] == s6["final_val_loss"], (s5, s6)
+PY
+
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null && [ -f "$ROOT/scripts/plot_report.py" ]; then
   POSLAB_SCRIPTS="$ROOT/scripts" "$POSLAB" compare -c exp.json --out out > log4 2>&1
   for f in report.md report.html loss_curves.png extrapolation.png position_loss.png attention.png; do

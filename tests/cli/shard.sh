@@ -31,7 +31,7 @@ def strip(path):
     for row in r["rows"]:
         row.pop("tokens_per_s_mean"), row.pop("wall_s_mean")
     for c in r["cells"]:
-        c.pop("tokens_per_s"), c.pop("wall_s")
+        c.pop("tokens_per_s"), c.pop("wall_s"), c.pop("core_share")
     r.pop("config")
     return r
 a, b = strip(sys.argv[1]), strip(sys.argv[2])
