@@ -203,18 +203,17 @@ def noise_txt(res):
 
 
 def shared_cores_txt(res):
-    """The cells whose one thread had less than 80% of a core (summary.json's core_share): their tokens/s is not
-    their encoding's speed. "" when none."""
-    shared = [c for c in res.get("cells", []) if c.get("threads") == 1 and finite(num(c.get("core_share")))
-              and num(c.get("core_share")) < 0.8]
+    """The cells that ran less than 80% of the time they were ready to (summary.json's core_share): other work
+    shared their cores, so their tokens/s is not their encoding's speed. "" when none."""
+    shared = [c for c in res.get("cells", []) if finite(num(c.get("core_share"))) and num(c.get("core_share")) < 0.8]
     if not shared:
         return ""
     one = len(shared) == 1
-    return ("The tokens/s of %s is not %s encoding's speed: %s trained on part of a core (%s), with other work "
+    return ("The tokens/s of %s is not %s encoding's speed: %s ran only part of the time %s could (%s), with other work "
             "beside %s (another process on the machine, or compare's last cells, which run one beyond --jobs; "
             "a cell's results are the same either way)." % (
                 "this cell" if one else "these cells", "its" if one else "their", "it" if one else "they",
-                ", ".join("%s %d%%" % (c["name"], round(100 * num(c["core_share"]))) for c in shared),
+                "it" if one else "they", ", ".join("%s %d%%" % (c["name"], round(100 * num(c["core_share"]))) for c in shared),
                 "it" if one else "them"))
 
 

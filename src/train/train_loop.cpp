@@ -5,8 +5,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <time.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -91,19 +89,26 @@ TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& d
 
   // Which machine trained it: results differ by CPU (bf16 or fp32, kernels) and GPU.
   const json cpu = cpu_info(), gpu = run_gpu_info(rt);
-  // The share of its threads' cores this session had: the process's CPU time over its wall time x threads.
-  // Below 1 where other work ran beside it (compare's last cells, one beyond --jobs; a busy machine); its
-  // tokens/s is then not the encoding's speed. The CPU alone: a GPU run's time is the GPU's.
-  auto process_cpu_seconds = [] {
-    timespec ts{};
-    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+  // The share of its cores this session had: of the time its threads were ready to run, the time they ran
+  // (Linux's per-thread schedstat: time on a CPU, time waiting for one; waits on disk or sleeping workers
+  // count as neither). Below 1 where other work ran beside it (compare's last cells, one beyond --jobs; a busy
+  // machine): its tokens/s is then not the encoding's speed. Null where the kernel does not say, and on CUDA.
+  auto run_and_wait_ns = [] {
+    std::pair<double, double> sum{0, 0};
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator("/proc/self/task", ec)) {
+      std::ifstream in(task.path() / "schedstat");
+      double run = 0, wait = 0;
+      if (in >> run >> wait) sum.first += run, sum.second += wait;
+    }
+    return sum;
   };
-  double cpu_at_start = 0, session_start = 0;  // when this session's loop began (set with `start` below)
-  auto core_share = [&](double seconds) -> json {
-    const double wall = seconds - session_start;
-    if (rt.device.is_cuda() || wall <= 0) return nullptr;
-    return std::round(1000.0 * (process_cpu_seconds() - cpu_at_start) / (wall * rt.threads)) / 1000.0;
+  std::pair<double, double> sched_at_start{0, 0};  // set with `start` below
+  auto core_share = [&]() -> json {
+    const auto [run, wait] = run_and_wait_ns();
+    const double ran = run - sched_at_start.first, ready = ran + wait - sched_at_start.second;
+    if (rt.device.is_cuda() || ran <= 0 || ready <= 0) return nullptr;
+    return std::round(1000.0 * ran / ready) / 1000.0;
   };
   auto write_summary = [&](double seconds) {
     json s = {{"status", status},
@@ -117,7 +122,7 @@ TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& d
               {"device", rt.device.is_cuda() ? "cuda" : "cpu"},
               {"precision", rt.bf16 ? "bf16" : "fp32"},
               {"threads", rt.threads},
-              {"core_share", core_share(seconds)},
+              {"core_share", core_share()},
               {"cpu", cpu},
               {"gpu", gpu}};
     if (!error.empty()) s["error"] = error;
@@ -130,8 +135,7 @@ TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& d
   if (state.step > 0) spdlog::info("resuming at step {}/{}", state.step, t.max_iters);
   const auto start = Clock::now();
   const double prior_seconds = state.train_seconds;
-  session_start = prior_seconds;
-  cpu_at_start = process_cpu_seconds();
+  sched_at_start = run_and_wait_ns();
   auto elapsed = [&] { return prior_seconds + std::chrono::duration<double>(Clock::now() - start).count(); };
   auto window_start = Clock::now();
   int64_t window_tokens = 0;
