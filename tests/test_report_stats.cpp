@@ -103,6 +103,19 @@ TEST(ReportStats, SeedsMarkOnlyWhenIntervalsSeparate) {
   EXPECT_FALSE(best(tight, "b", 32));
 }
 
+TEST(ReportStats, ASeedlessRowAmongIntervalsIsNeverBestNorBeaten) {
+  // An interrupted grid: alibi has one seed of three so far, rope its three. alibi's single value leads by
+  // far more than rope's interval, yet its own spread is unmeasured: no mark either way. With its seeds in, the
+  // same lead (and tight seeds) is marked.
+  json rows = {row("alibi", 128, {3.382}), row("rope", 128, {3.400, 3.395, 3.405}),
+               row("alibi", 64, {5.0}), row("rope", 64, {2.000, 2.001, 1.999})};
+  mark_best(rows, "loss", "k");
+  for (const auto& r : rows) EXPECT_FALSE(r["best"].get<bool>()) << r.dump();
+  json done = {row("alibi", 128, {3.382, 3.381, 3.383}), row("rope", 128, {3.400, 3.395, 3.405})};
+  mark_best(done, "loss", "k");
+  EXPECT_TRUE(best(done, "alibi", 128));
+}
+
 TEST(ReportStats, MeanReciprocalRankOverLengthsPastTraining) {
   json results = {{"train_length", 64}, {"length_unit", "tokens"},
                   {"rows", {row("alibi", 64, {2.0}), row("rope", 64, {1.9}), row("learned", 64, {1.8}),

@@ -80,7 +80,7 @@ static void train_command(const TrainOptions& o, const Launch& launch) {
     else dir = "runs/" + std::filesystem::path(o.config).stem().string() + "-" + c.model.pos_encoding.kind;
     if (o.resume_if_exists && is_run_dir(dir)) {
       // A restarted launch: the run it started before, from its last checkpoint, if it is this config.
-      Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
+      Config saved = RunPaths{dir}.read_config();
       saved.model.vocab_size = c.model.vocab_size;
       // A fine-tune's scaling stretches from the source's length when the config leaves it at 0: the run
       // saved it filled in (read_init_source), from the block size its init_from.json records.

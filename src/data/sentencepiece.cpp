@@ -160,6 +160,16 @@ std::string sentencepiece_decode(const std::string& model, const std::vector<int
   return out;
 }
 
+int64_t sentencepiece_pieces(const std::string& model) {
+  std::string out;
+  try {
+    run_tokenize_tool({"pieces", "--model", model}, "", &out);
+  } catch (const ConfigError& e) {
+    throw naming_the_model(e);
+  }
+  return std::stoll(out);
+}
+
 // FNV-1a over the key's text: stable across runs and machines, enough to name a cache entry.
 static std::string fnv_hex(const std::string& text) {
   uint64_t h = 1469598103934665603ULL;

@@ -20,6 +20,8 @@ void run_tokenize_tool(const std::vector<std::string>& args, const std::string& 
 
 std::vector<int64_t> sentencepiece_encode(const std::string& model, const std::string& text, const std::string& source);
 std::string sentencepiece_decode(const std::string& model, const std::vector<int64_t>& ids);
+// The model's count of pieces (it is loaded to count them: a damaged model is refused here).
+int64_t sentencepiece_pieces(const std::string& model);
 
 // Text through SentencePiece, tokenized once: a directory under `cache_root` keyed by the text
 // file (path, size, modification time), the split and the tokenizer (training settings, or the

@@ -154,7 +154,8 @@ Example make_example(const std::string& task, int n, int symbols, Rng& rng, cons
   throw ConfigError("data.task: unknown task '" + task + "'");
 }
 
-int task_tokens(const std::string& task, int n, const MqarConfig& mqar) {
+int64_t task_tokens(const std::string& task, int n_items, const MqarConfig& mqar) {
+  const int64_t n = n_items;  // in 64 bits: 2n + 1 wraps an int from 2^30 items
   if (task == "mqar") return 2 * n + 1 + mqar.space * n + 1;
   if (task == "copy" || task == "reverse" || task == "sort") return 2 * n + 2;
   if (task == "addition") return (2 * n + 1) + 1 + (n + 1) + 1;

@@ -31,7 +31,7 @@ struct Example {
 // `mqar` holds the mqar task's options; other tasks ignore it.
 Example make_example(const std::string& task, int n, int symbols, Rng& rng, const MqarConfig& mqar = {});
 // Characters in an example of `n` items (the longest, for addition).
-int task_tokens(const std::string& task, int n, const MqarConfig& mqar = {});
+int64_t task_tokens(const std::string& task, int n, const MqarConfig& mqar = {});
 
 // Multi-query associative recall (Zoology, Arora et al. 2023): `pairs` distinct key letters (from the
 // first `symbols`) each with a digit, "k1v1k2v2...|", then a query region of `slots` characters: the

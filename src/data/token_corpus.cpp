@@ -61,13 +61,19 @@ TokenCorpus::TokenCorpus(TokenFile train, TokenFile val, const TokenMeta& meta, 
     else if (!meta.tokenizer.empty()) {
       if (!file_exists(meta.tokenizer))
         throw ConfigError(meta.source + ": its tokenizer " + meta.tokenizer + " does not exist");
-      // A damaged model is refused now, not after training, when sample and probe first load it.
+      // A damaged model, or one of more pieces than the vocabulary has rows (ids the model could not embed),
+      // is refused now, not after training, when sample and probe first load it.
       if (!tokenize_tool().empty()) {
+        int64_t pieces = 0;
         try {
-          sentencepiece_encode(meta.tokenizer, "", meta.source);
+          pieces = sentencepiece_pieces(meta.tokenizer);
         } catch (const ConfigError& e) {
           throw ConfigError(meta.source + ": " + e.what());
         }
+        if (pieces > n)
+          throw ConfigError(meta.source + ": its tokenizer " + meta.tokenizer + " has " + std::to_string(pieces) +
+                            " pieces, more than the vocabulary of " + std::to_string(n) + " (" +
+                            (d.vocab_size > 0 ? "data.vocab_size" : "its vocab_size") + "): the model would meet ids it has no row for");
       }
       tokenizer_ = Tokenizer::sentencepiece(n, meta.tokenizer);
     } else {
@@ -132,6 +138,36 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   }
   const std::string meta_dir = d.dir.empty() ? fs::path(d.train_path).parent_path().string() : d.dir;
   const TokenMeta meta = read_token_meta(meta_dir.empty() ? "." : meta_dir);
+  // A validation file in a folder of its own may carry a sidecar of its own: it must describe the same
+  // vocabulary and layout as the training file's, or the validation ids would be read as another format
+  // (uint32 as uint16: an id and a 0) or mean other characters.
+  if (d.dir.empty()) {
+    const std::string val_dir = fs::path(d.val_path).parent_path().string();
+    std::error_code ec;
+    if (!fs::equivalent(val_dir.empty() ? "." : val_dir, meta_dir.empty() ? "." : meta_dir, ec)) {
+      const TokenMeta val_meta = read_token_meta(val_dir.empty() ? "." : val_dir);
+      if (!val_meta.source.empty()) {
+        const std::string train_side = meta.source.empty() ? "the training file's folder has none" : meta.source;
+        auto differ = [&](const std::string& what) {
+          return ConfigError("data.val_path: " + val_meta.source + " differs from " + train_side + " (" + what +
+                             "): both files must hold ids of one vocabulary, in one layout");
+        };
+        if (meta.source.empty()) throw differ("a sidecar beside one file only");
+        if (val_meta.vocab_size != meta.vocab_size)
+          throw differ("vocab_size " + std::to_string(val_meta.vocab_size) + " against " + std::to_string(meta.vocab_size));
+        auto dtype = [](const std::string& t) { return t == "auto" ? std::string("none given") : t; };
+        if (val_meta.dtype != meta.dtype) throw differ("dtype " + dtype(val_meta.dtype) + " against " + dtype(meta.dtype));
+        if (val_meta.itos != meta.itos) throw differ("another character at some id");
+        if (val_meta.tokenizer != meta.tokenizer &&
+            (val_meta.tokenizer.empty() || meta.tokenizer.empty() ||
+             read_text_file(val_meta.tokenizer, val_meta.source + ": its tokenizer") !=
+                 read_text_file(meta.tokenizer, meta.source + ": its tokenizer")))
+          throw differ("another tokenizer");
+        if (val_meta.eot_id != meta.eot_id)
+          throw differ("eot_id " + std::to_string(val_meta.eot_id) + " against " + std::to_string(meta.eot_id));
+      }
+    }
+  }
   // A sidecar's dtype describes raw arrays; an llm.c shard's magic outranks it (only data.dtype is explicit).
   // Without one, a vocabulary above 65536 means uint32: uint16 cannot hold its ids, and reading uint32
   // ids as uint16 would train on halves of ids without a word (the other way round, the ids are refused).

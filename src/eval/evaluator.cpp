@@ -165,8 +165,10 @@ json evaluation_settings(const Config& c, const EvalOptions& o) {
   if (o.batches > 0) used.eval.batches = o.batches;
   if (o.stride > 0) used.eval.stride = o.stride;
   if (o.tokens > 0) used.eval.tokens = o.tokens;
+  if (o.batch_size > 0) used.eval.batch_size = o.batch_size;
   json eval = config_to_json(used)["eval"];
-  eval.erase("batch_size");  // memory only: the numbers do not depend on it
+  // Text: memory only, the numbers do not depend on it. Tasks: batches x batch_size examples are scored.
+  if (c.data.kind != "task") eval.erase("batch_size");
   json flag = nullptr;       // `--rope-scaling`, beside the eval section's own
   if (o.rope_scaling) flag = {{"kind", o.rope_scaling->kind}, {"factor", o.rope_scaling->factor},
                               {"original_length", o.rope_scaling->original_length}};

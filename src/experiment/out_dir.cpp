@@ -21,7 +21,7 @@ void check_cells_match(const Experiment& e, const CompareOptions& o) {
     const std::string dir = cell_dir(o.out, c);
     if (!c.error.empty() || !is_run_dir(dir)) continue;
     const Config want = config_from_json(c.config);
-    Config saved = config_from_json(read_json_file(RunPaths{dir}.config()));
+    Config saved = RunPaths{dir}.read_config();
     saved.model.vocab_size = want.model.vocab_size;
     saved.train.threads = want.train.threads;
     const json a = config_to_json(saved), b = config_to_json(want);

@@ -119,10 +119,17 @@ void mark_best(json& rows, const std::string& metric, const std::string& item_ke
       return high ? value_of(rows[a], metric) > value_of(rows[b], metric) : value_of(rows[a], metric) < value_of(rows[b], metric);
     });
     const size_t best = ok[0];
+    // Where other rows have intervals over seeds, a row of one seed (an interrupted grid, a failed seed) has a
+    // spread nobody measured: nothing is best beyond it, nor is it best beyond the others.
+    bool intervals = false;
+    for (size_t i : ok) intervals = intervals || rows[i].value(metric + "_ci95", json(nullptr)).is_number();
+    auto noise = [&](size_t i) {
+      return intervals && !rows[i].value(metric + "_ci95", json(nullptr)).is_number() ? INFINITY : noise_of(rows[i], metric);
+    };
     bool clear = true;
     for (size_t k = 1; k < ok.size() && clear; ++k) {
       const double gap = std::abs(value_of(rows[best], metric) - value_of(rows[ok[k]], metric));
-      clear = gap > std::max(noise_of(rows[best], metric), noise_of(rows[ok[k]], metric));
+      clear = gap > std::max(noise(best), noise(ok[k]));
     }
     rows[best]["best"] = clear;
   }

@@ -238,7 +238,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   int64_t peak_cell_bytes = 0;
   const bool may_use_cuda = [&] {
     for (int i : todo)
-      if (e.cells[i].config["device"] != "cpu") return torch::cuda::is_available();
+      if (e.cells[i].config.value("device", "auto") != "cpu") return torch::cuda::is_available();
     return false;
   }();
   auto may_share_cores = [&](const json& config) {

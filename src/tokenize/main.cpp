@@ -45,6 +45,12 @@ void encode(const std::string& model, const std::string& source) {
   std::cout << "\n";
 }
 
+void pieces(const std::string& model) {  // the model's piece count: the ids it can write are 0 .. count-1
+  sentencepiece::SentencePieceProcessor sp;
+  load_model(sp, model, "--model");
+  std::cout << sp.GetPieceSize() << "\n";
+}
+
 void decode(const std::string& model) {
   sentencepiece::SentencePieceProcessor sp;
   load_model(sp, model, "--model");
@@ -115,11 +121,14 @@ int main(int argc, char** argv) {
   enc->add_option("--source", source, "How errors name the text");
   auto* dec = app.add_subcommand("decode", "Ids on stdin -> text on stdout");
   dec->add_option("--model", model, "SentencePiece .model")->required();
+  auto* cnt = app.add_subcommand("pieces", "The model's count of pieces on stdout");
+  cnt->add_option("--model", model, "SentencePiece .model")->required();
   try {
     app.parse(argc, argv);
     if (*tok) tokenize(t);
     if (*enc) encode(model, source);
     if (*dec) decode(model);
+    if (*cnt) pieces(model);
   } catch (const Interrupted& e) {
     std::cerr << "\nposlab: tokenize: interrupted (" << (e.signal == SIGINT ? "SIGINT" : "SIGTERM") << "); nothing written to "
               << t.out << "\n";

@@ -203,13 +203,22 @@ Tokenizer RunPaths::read_vocab() const {
   return Tokenizer::from_json(read_json_file(vocab()), dir);
 }
 
+Config RunPaths::read_config() const {
+  const nlohmann::json j = read_json_file(config());  // names the file where it does not parse
+  try {
+    return config_from_json(j);
+  } catch (const ConfigError& e) {
+    throw ConfigError(config() + ": " + e.what());
+  }
+}
+
 bool is_run_dir(const std::string& dir) { return file_exists(RunPaths{dir}.config()); }
 
 LoadedRun load_run(const std::string& dir) {
   RunPaths paths{dir};
   if (!is_run_dir(dir)) throw ConfigError("run " + dir + ": no run here (config.json is missing)");
   LoadedRun run;
-  run.config = config_from_json(read_json_file(paths.config()));
+  run.config = paths.read_config();
   run.config.data.cache_dir = paths.cache();
   run.tokenizer = paths.read_vocab();
   run.config.model.vocab_size = static_cast<int>(run.tokenizer.size());

@@ -20,9 +20,9 @@ InitSource read_init_source(const std::string& dir, Config& c) {
   // is about the source run, not about this command's --config or --set.
   Config source;
   try {
-    source = config_from_json(read_json_file(paths.config()));
+    source = paths.read_config();
   } catch (const ConfigError& e) {
-    throw ConfigError(flag + paths.config() + ": " + e.what());
+    throw ConfigError(flag + e.what());
   }
   InitSource s{dir, source, paths.read_vocab(), nullptr};
   if (file_exists(paths.summary())) {

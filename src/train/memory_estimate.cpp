@@ -100,18 +100,21 @@ void check_training_fits(const Config& c) {
 }
 
 // Throws ConfigError "WHAT at N tokens needs ~X (...), Y available; ..." when `e` exceeds what is free.
-static void refuse_if_too_big(const MemoryEstimate& e, const std::string& what, int64_t tokens) {
+static void refuse_if_too_big(const MemoryEstimate& e, const std::string& what, int64_t tokens,
+                              const std::string& fix = "use shorter --lengths") {
   const int64_t available = available_memory_bytes();
   if (available <= 0 || e.total() <= available) return;
   std::ostringstream msg;
   msg << what << " at " << tokens << " tokens needs ~" << format_bytes(e.total()) << " (" << format_bytes(e.weights_bytes)
       << " of weights, " << format_bytes(e.activations_bytes) << " of activations for one sequence), "
-      << format_bytes(available) << " available; use shorter --lengths";
+      << format_bytes(available) << " available; " << fix;
   throw ConfigError(msg.str());
 }
 
-void check_evaluation_fits(const Config& c, int64_t tokens) {
-  refuse_if_too_big(estimate_evaluation_memory(c, tokens, GPTImpl::kDefaultAttentionBudget), "evaluation", tokens);
+void check_evaluation_fits(const Config& c, int64_t tokens, const std::string& key) {
+  refuse_if_too_big(estimate_evaluation_memory(c, tokens, GPTImpl::kDefaultAttentionBudget),
+                    key.empty() ? "evaluation" : key + ": evaluation", tokens,
+                    "use shorter " + (key.empty() ? std::string("--lengths") : key));
 }
 
 void check_attention_fits(const Config& c, int64_t tokens, int64_t bias_scratch_per_pair) {

@@ -20,8 +20,9 @@ MemoryEstimate estimate_training_memory(const Config& config);
 // Evaluation at `tokens` tokens, one sequence at a time (the evaluator splits batches to fit): the
 // weights, one layer's activations and logits, and one block of attention scores (GPTImpl's budget).
 MemoryEstimate estimate_evaluation_memory(const Config& config, int64_t tokens, int64_t attention_budget_bytes);
-// Throws ConfigError "evaluation at N tokens needs ~X (...), Y available" when it cannot fit.
-void check_evaluation_fits(const Config& config, int64_t tokens);
+// Throws ConfigError "evaluation at N tokens needs ~X (...), Y available" when it cannot fit; `key` names the
+// setting the lengths came from ("eval.lengths"), else --lengths.
+void check_evaluation_fits(const Config& config, int64_t tokens, const std::string& key = "");
 // `poslab attention` keeps every layer's whole (H, T, T) probabilities of one sequence: the same
 // check with those counted in.
 void check_attention_fits(const Config& config, int64_t tokens, int64_t bias_scratch_per_pair = 0);

@@ -18,6 +18,8 @@ namespace poslab {
 struct RunPaths {
   std::string dir;
   std::string config() const { return dir + "/config.json"; }
+  // The run's config, read from config.json; an error in it names the file (it is the run's, not a --config).
+  Config read_config() const;
   std::string vocab() const { return dir + "/vocab.json"; }
   // The run's vocabulary, read from vocab.json; a missing one is named as the run's, not as a config.
   Tokenizer read_vocab() const;

@@ -83,6 +83,9 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0 && omp_num_threads_env() == 0)
     local.train.threads = std::max(1, cpu_count() / launch.local_world_size);
   s.runtime = make_runtime(local);
+  // The evaluation that ends training, each length checked before the training rather than after it.
+  if (s.runtime.device.is_cpu())
+    for (int length : c.eval.lengths) check_evaluation_fits(c, corpus->tokens_at(length), "eval.lengths");
   // Under OpenMP binding each process pins its first thread to the first CPU it may use: ranks on one machine
   // given the same CPUs all pin to the same ones, and their threads queue for them.
   if (launch.distributed() && launch.local_world_size != 1 && s.runtime.device.is_cpu() && openmp_binds()) {
@@ -168,7 +171,7 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
     check_run_writable(dir, "its checkpoint", "--resume");
     lock.emplace(dir + "/.train.lock", "--resume " + dir);
   }
-  Config c = config_from_json(read_json_file(paths.config()));
+  Config c = paths.read_config();
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
   Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}});

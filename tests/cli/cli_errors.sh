@@ -205,6 +205,17 @@ m = float(re.search(r'\(([0-9.]+)M parameters', open('big-params.log').read()).g
 assert n > 0 and abs(m - n / 1e6) <= 0.1 * n / 1e6 + 0.005, (n, m)"
 check "... and no run is left" test ! -e big
 expect_fail 2 "available; use shorter --lengths" -- "$POSLAB" eval --run run --lengths 8,1000000000
+# Task lengths of 2^30 items and more: their tokens (2n + 1 on copy) are counted in 64 bits, not wrapped past
+# every check into an allocation that takes the machine's memory.
+expect_fail 2 "evaluation at 4294967295 tokens needs ~" -- "$POSLAB" eval --run run --lengths 8,2147483647
+expect_fail 2 "data.max_len: copy with 1073741824 items needs 2147483649 input tokens" -- \
+  "$POSLAB" train -c ok.json --set data.max_len=1073741824 --out r9
+# The evaluation that ends training is checked before the training, not after it.
+expect_fail 2 "eval.lengths: evaluation at 2147483649 tokens needs ~" -- "$POSLAB" train -c ok.json --set 'eval.lengths=[8,1073741824]' --out r9
+check "... and no run is left" test ! -e r9
+# A run whose config.json is JSON but no poslab config: the file is named, as where it does not parse.
+mkdir -p notcfg && cp run/vocab.json run/checkpoint.pt notcfg/ && printf '{"hello": 1}\n' > notcfg/config.json
+expect_fail 2 "notcfg/config.json: " -- "$POSLAB" eval --run notcfg --lengths 8
 expect_fail 2 "attention statistics at 200001 tokens needs ~" -- "$POSLAB" attention --run run --lengths 8,100000 --no-plot
 check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile/sub -a "$(cat afile)" = x -a ! -e run/eval.json -a ! -e run/attention.json
 # An allocation that fails anyway (here a cap on address space, as when another process took the

@@ -44,6 +44,17 @@ check "...and numbers the cells it runs among themselves, [1/2] and [2/2]" bash 
 check "the report of the earlier results.json is removed, not left beside the new one" \
   test ! -e out/report.html -a ! -e out/extrapolation.png -a -s out/results.json
 check "and that is said" grep -q "removed out/report.html and its pictures: they showed earlier results" log2
+# On a task, eval.batch_size x eval.batches examples are scored: a cell's eval.json written over with another
+# batch size holds other numbers, and compare evaluates it again rather than aggregating them.
+"$POSLAB" eval --run out/cells/kind=rope_n_embd=16 --batch-size 1 > /dev/null 2>&1
+check "eval.json of a task records the batch size it scored with" /usr/bin/python3 -c "
+import json; e = json.load(open('out/cells/kind=rope_n_embd=16/eval.json')); assert e['settings']['eval']['batch_size'] == 1, e['settings']"
+"$POSLAB" compare -c exp.json --out out --no-plots > log2b 2>&1
+check "... and a re-run evaluates that cell again" grep -q "kind=rope_n_embd=16/eval.json: evaluated with eval.batch_size 1, not the experiment's" log2b
+check "... with the experiment's batch size" /usr/bin/python3 -c "
+import json
+e = json.load(open('out/cells/kind=rope_n_embd=16/eval.json')); c = json.load(open('out/configs/kind=rope_n_embd=16.json'))
+assert e['settings']['eval']['batch_size'] == c['eval']['batch_size'] != 1, (e['settings'], c['eval'])"
 
 # An interrupted cell (checkpoint, no summary 'done') is resumed, not restarted.
 "$POSLAB" train -c base.json --set model.pos_encoding.kind=alibi --out out2/cells/kind=alibi --stop-at 10 > /dev/null 2>&1

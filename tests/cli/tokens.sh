@@ -119,8 +119,8 @@ cat > large-vocab.json <<JSON
 JSON
 "$POSLAB" train -c large-vocab.json --out runs-large/r > large-vocab-train.log 2>&1
 check "a text config says so too" grep -q "data.tokenizer.sentencepiece.vocab_size 100000: the text gives only [0-9]* pieces" large-vocab-train.log
-# A meta.json whose vocab_size (300) is below its tokenizer's 512 pieces: the ids in the files fit, but a prompt
-# that encodes to a piece past 300 is refused naming both, not sent to the model's embedding.
+# A meta.json whose vocab_size (300) is below its tokenizer's 512 pieces: the ids in the files fit, but the
+# tokenizer writes ids the model has no row for (a prompt, a probe's text): training refuses it, naming both.
 mkdir -p vocab300 && cp bpe/tokenizer.model vocab300/
 /usr/bin/python3 -c "
 import numpy as np
@@ -132,8 +132,9 @@ cat > vocab300.json <<JSON
 {"data": {"kind": "tokens", "dir": "vocab300"},
  "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16}, "train": {"max_iters": 1}, "eval": {"lengths": [16]}}
 JSON
-"$POSLAB" train -c vocab300.json --out runs-300/r > vocab300.log 2>&1
-expect_fail 2 "--prompt: SentencePiece gives id" -- "$POSLAB" sample --run runs-300/r --prompt "The License" --tokens 3
+expect_fail 2 "vocab300/meta.json: its tokenizer $WORK/vocab300/tokenizer.model has 512 pieces, more than the vocabulary of 300 (its vocab_size)" -- \
+  "$POSLAB" train -c vocab300.json --out runs-300/refused
+check "... and nothing is written" test ! -e runs-300/refused
 # Each input file is one document, a file given twice (upsampled) too: an end-of-text id between every two.
 printf 'a short document\n' > doc.txt
 "$POSLAB" tokenize --input doc.txt doc.txt "$TEXT" --out docs --tokenizer bpe/tokenizer.model > docs.log 2>&1
@@ -251,6 +252,22 @@ SMALL=(--set model.n_layer=1 --set model.n_head=2 --set model.n_embd=32 --set mo
 "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=shakespeare_char "${SMALL[@]}" \
   --set train.log_interval=1 --out runs/nano > nano.log 2>&1
 check "nanogpt-char.json trains on prepare.py's directory" test -s runs/nano/summary.json
+# A validation file in a folder of its own, with a sidecar of its own: the same vocabulary passes; another
+# layout (uint32 ids) or another vocabulary is refused naming both sidecars, before anything is written.
+mkdir -p valsame val32
+cp shakespeare_char/val.bin shakespeare_char/meta.pkl valsame/
+/usr/bin/python3 -c "
+import json, pickle, numpy as np
+np.fromfile('shakespeare_char/val.bin', np.uint16).astype(np.uint32).tofile('val32/val.bin')
+n = pickle.load(open('shakespeare_char/meta.pkl', 'rb'))['vocab_size']
+json.dump({'vocab_size': n, 'dtype': 'uint32'}, open('val32/meta.json', 'w'))"
+SPLIT=(--set data.train_path=shakespeare_char/train.bin --set train.max_iters=2)
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" "${SMALL[@]}" "${SPLIT[@]}" --set data.val_path=valsame/val.bin \
+  --out runs/valsame > valsame.log 2>&1
+check "a validation file beside a copy of the training file's meta.pkl trains" test -s runs/valsame/summary.json
+expect_fail 2 "data.val_path: $WORK/val32/meta.json differs from $WORK/shakespeare_char/meta.pkl (dtype uint32 against uint16)" -- \
+  "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" "${SMALL[@]}" "${SPLIT[@]}" --set data.val_path=val32/val.bin --out runs/val32
+check "... and nothing is written" test ! -e runs/val32
 check "the run's vocabulary is meta.pkl's itos" /usr/bin/python3 -c "
 import json, pickle
 v = json.load(open('runs/nano/vocab.json')); m = pickle.load(open('shakespeare_char/meta.pkl', 'rb'))
