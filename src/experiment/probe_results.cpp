@@ -30,6 +30,7 @@ struct LengthAcc {
 
 struct GroupAcc {
   std::string item;
+  std::string scenario;  // the other grid keys' values, as the loss rows name them ("" with one grid key)
   std::vector<std::string> cells;  // the trained cells' directories, one probe file each
   std::vector<int> effective;  // tokens, as each cell's probe file has it
   std::map<int, LengthAcc> lengths;
@@ -153,6 +154,10 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         g.item = settings.contains(item_key) ? (settings[item_key].is_string() ? settings[item_key].get<std::string>()
                                                                               : settings[item_key].dump())
                                              : group;
+        g.scenario.clear();  // the training grid's other keys; an eval variant shares the trained cell's probe
+        for (const auto& k : e.group_keys)
+          if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1))
+            g.scenario += (g.scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + grid_value_text(settings[k]);
         g.cells.push_back("cells/" + c.name);
         g.effective.push_back(p["effective_length"].get<int>());
         std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
@@ -215,7 +220,11 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         if (l["length"].get<int>() > train) past += x, ++count;
         if (l["length"].get<int>() == train) at = x;
       }
-      rank.push_back({g["item"], {g["effective_length_min"].get<double>(), count ? past / count : -1.0, at}});
+      // Named by its item, and where other grid keys vary, by its scenario too (as the loss rows: "rope
+      // (learning_rate=0.001)"): two scenarios of one encoding are two entries.
+      const std::string& scenario = groups[g["group"].get<std::string>()].scenario;
+      const std::string name = g["item"].get<std::string>() + (scenario.empty() ? "" : " (" + scenario + ")");
+      rank.push_back({name, {g["effective_length_min"].get<double>(), count ? past / count : -1.0, at}});
     }
     std::stable_sort(rank.begin(), rank.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     json rj = json::array();

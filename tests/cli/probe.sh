@@ -549,4 +549,22 @@ echo stale > run/attention.png; echo stale > run/attention_maps.png
 check "attention --no-plot removes both pictures of the previous attention.json" \
   test ! -e run/attention.png -a ! -e run/attention_maps.png -a -s run/attention.json
 check "and says so" grep -q "removed: run/attention_maps.png (drawn from the previous attention.json)" stale2.log
+# Two grid keys: the retrieval ranking names each entry by its encoding and its scenario, as the loss rows do,
+# so two learning rates of one encoding are two distinct entries, not one name twice.
+cat > exp2k.json <<JSON
+{"name": "pk2", "base": "text.json", "set": {"train.max_iters": 3, "eval.lengths": [64]},
+ "grid": {"model.pos_encoding.kind": ["rope", "alibi"], "train.learning_rate": [0.001, 0.003]},
+ "probes": {"passkey": {"lengths": [64], "trials": 2, "depths": [0]}}}
+JSON
+"$POSLAB" compare -c exp2k.json --out cmp2k --no-plots > cmp2k.out 2>&1
+check "two grid keys: the retrieval ranking names encoding and scenario, each once" /usr/bin/python3 - <<'PY'
+import json
+res = json.load(open("cmp2k/results.json"))
+names = [r["name"] for r in res["probes"]["passkey"]["ranking"]]
+want = {"%s (learning_rate=%s)" % (k, lr) for k in ("rope", "alibi") for lr in ("0.001", "0.003")}
+assert sorted(names) == sorted(want), names
+scenarios = {r["scenario"] for r in res["rows"]}
+assert scenarios == {"learning_rate=0.001", "learning_rate=0.003"}, scenarios
+PY
+check "... and so does the sentence beside the tables" grep -q "rope (learning_rate=0.00[13]) " cmp2k.out
 finish
