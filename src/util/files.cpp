@@ -123,6 +123,11 @@ void check_run_writable(const std::string& dir, const std::string& file, const s
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw ConfigError(option + " " + dir + ": cannot write " + file + " there (" + std::strerror(errno) +
                       "); copy the run where you can write, or run as its owner");
+  // A directory (or socket, pipe) where the file goes would stop its rename at the end, after all the work.
+  const auto status = fs::symlink_status(dir + "/" + file, ec);
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status) && !fs::is_symlink(status))
+    throw ConfigError(option + " " + dir + ": cannot write " + file + " there (" + dir + "/" + file + " is " +
+                      (fs::is_directory(status) ? "a directory" : "not a regular file") + "); move it away");
 }
 
 void require_rereadable(const std::string& path, const std::string& what) {

@@ -216,6 +216,11 @@ check "... and no run is left" test ! -e r9
 # A run whose config.json is JSON but no poslab config: the file is named, as where it does not parse.
 mkdir -p notcfg && cp run/vocab.json run/checkpoint.pt notcfg/ && printf '{"hello": 1}\n' > notcfg/config.json
 expect_fail 2 "notcfg/config.json: " -- "$POSLAB" eval --run notcfg --lengths 8
+# Where a command's file goes is a directory: refused before the work, not at the rename after it.
+mkdir -p run/eval-dir.json
+expect_fail 2 "--run run: cannot write eval-dir.json there (run/eval-dir.json is a directory); move it away" -- \
+  "$POSLAB" eval --run run --lengths 8 --tag dir
+rmdir run/eval-dir.json
 expect_fail 2 "attention statistics at 200001 tokens needs ~" -- "$POSLAB" attention --run run --lengths 8,100000 --no-plot
 check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile/sub -a "$(cat afile)" = x -a ! -e run/eval.json -a ! -e run/attention.json
 # An allocation that fails anyway (here a cap on address space, as when another process took the
