@@ -209,13 +209,7 @@ json aggregate_results(const Experiment& e, const std::string& out, const std::m
                   {"status", !a.status.empty() ? a.status : a.n ? "ok" : "missing"}};
       const json& settings = group_settings[g];
       row["item"] = settings.contains(item_key) ? grid_value_text(settings[item_key]) : g;
-      std::string scenario;
-      for (const auto& k : group_keys)
-        if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1)) {  // one value: no scenario
-          scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + grid_value_text(settings[k]);
-          scenario_keys.insert(k.substr(k.rfind('.') + 1));
-        }
-      row["scenario"] = scenario;
+      row["scenario"] = scenario_text(e, group_keys, settings, item_key, &scenario_keys);
       for (const char* k : {"loss", "ppl", "token_acc", "exact_match"}) {
         auto m = a.metric.find(k);
         const bool have = a.status.empty() && m != a.metric.end();

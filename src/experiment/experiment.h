@@ -2,6 +2,7 @@
 // ordinary run directories, then aggregated over seeds into one results table.
 #pragma once
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,10 @@ std::string unit_group(const Experiment& experiment, const Cell& cell, const std
 bool one_training_group(const Experiment& experiment);
 // A grid value as cell names, groups and report rows spell it: a string as itself, anything else as JSON.
 std::string grid_value_text(const nlohmann::json& value);
+// The scenario a group stands in, as report rows name it: each of `keys` beside `item_key` that the group's
+// `settings` hold and the grid varies, "name=value, ..." (a key by its last part, which `named` collects).
+std::string scenario_text(const Experiment& experiment, const std::vector<std::string>& keys,
+                          const nlohmann::json& settings, const std::string& item_key, std::set<std::string>* named = nullptr);
 // Aggregation alone, from the cells' run directories under `out` (used by run_experiment and tests).
 // Writes results.json/.csv, the table and the report; with `require_all`, refuses (ConfigError
 // naming them) while cells are missing.

@@ -20,6 +20,17 @@ using nlohmann::json;
 
 std::string grid_value_text(const json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+std::string scenario_text(const Experiment& e, const std::vector<std::string>& keys, const json& settings,
+                          const std::string& item_key, std::set<std::string>* named) {
+  std::string scenario;
+  for (const auto& k : keys)
+    if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1)) {  // one value: no scenario
+      scenario += (scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + grid_value_text(settings[k]);
+      if (named != nullptr) named->insert(k.substr(k.rfind('.') + 1));
+    }
+  return scenario;
+}
+
 // A grid value as a cell's name spells it: the name names the cell's directory, config and log files, so a
 // value holding '/' (a file's path: file keys are made absolute) reads as its last component and a hash of
 // the whole, two files of one name in two folders staying two cells.

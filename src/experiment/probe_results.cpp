@@ -154,10 +154,8 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
         g.item = settings.contains(item_key) ? (settings[item_key].is_string() ? settings[item_key].get<std::string>()
                                                                               : settings[item_key].dump())
                                              : group;
-        g.scenario.clear();  // the training grid's other keys; an eval variant shares the trained cell's probe
-        for (const auto& k : e.group_keys)
-          if (k != item_key && settings.contains(k) && !(e.grid.contains(k) && e.grid[k].size() == 1))
-            g.scenario += (g.scenario.empty() ? "" : ", ") + k.substr(k.rfind('.') + 1) + "=" + grid_value_text(settings[k]);
+        // The training grid's other keys (an eval variant shares the trained cell's probe).
+        g.scenario = scenario_text(e, e.group_keys, settings, item_key);
         g.cells.push_back("cells/" + c.name);
         g.effective.push_back(p["effective_length"].get<int>());
         std::map<int, std::pair<int64_t, int64_t>> pooled;  // this seed: length -> (k, n)
