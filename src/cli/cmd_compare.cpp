@@ -9,6 +9,7 @@
 #include "cli/validators.h"
 #include "config/config.h"
 #include "experiment/experiment.h"
+#include "train/run_dir.h"
 #include "util/files.h"
 #include "util/runtime.h"
 #include "util/scripts.h"
@@ -90,6 +91,10 @@ void add_compare(CLI::App& app) {
       co.jobs = std::max(1, std::min(e.jobs, cpu_count()));
     co.shard = shard_from(o->shard);
     check_output_dir(co.out, "--out");
+    // A train run's directory: the grid's cells, results and report would be written among its files.
+    if (is_run_dir(co.out))
+      throw ConfigError("--out " + co.out + ": holds a poslab train run (config.json), not an experiment's output; "
+                        "pick another --out");
     become_training_process();  // the input checked: a mistake in it is reported by this image
     find_plot_script();
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);

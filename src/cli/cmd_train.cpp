@@ -70,7 +70,7 @@ static void train_command(const TrainOptions& o, const Launch& launch) {
       throw ConfigError("train: --config FILE, --init-from RUN or --resume DIR is required");
     // --init-from without --config: the source run's resolved config, changed by --set.
     if (o.config.empty() && !is_run_dir(o.init_from))
-      throw ConfigError("--init-from " + o.init_from + ": no run here (config.json is missing)");
+      throw ConfigError("--init-from " + o.init_from + ": " + no_run_here(o.init_from));
     const std::string file = o.config.empty() ? RunPaths{o.init_from}.config() : o.config;
     Config c = load_config(file, o.sets);
     auto source = std::filesystem::path(o.init_from).lexically_normal();

@@ -214,9 +214,17 @@ Config RunPaths::read_config() const {
 
 bool is_run_dir(const std::string& dir) { return file_exists(RunPaths{dir}.config()); }
 
+bool is_compare_dir(const std::string& dir) { return file_exists(dir + "/experiment.json"); }
+
+std::string no_run_here(const std::string& dir) {
+  if (is_compare_dir(dir))
+    return "no run here (a poslab compare output: its runs are " + dir + "/cells/NAME)";
+  return "no run here (config.json is missing)";
+}
+
 LoadedRun load_run(const std::string& dir) {
   RunPaths paths{dir};
-  if (!is_run_dir(dir)) throw ConfigError("run " + dir + ": no run here (config.json is missing)");
+  if (!is_run_dir(dir)) throw ConfigError("run " + dir + ": " + no_run_here(dir));
   LoadedRun run;
   run.config = paths.read_config();
   run.config.data.cache_dir = paths.cache();

@@ -14,7 +14,7 @@ namespace poslab {
 InitSource read_init_source(const std::string& dir, Config& c) {
   const std::string flag = "--init-from " + dir + ": ";
   RunPaths paths{dir};
-  if (!is_run_dir(dir)) throw ConfigError(flag + "no run here (config.json is missing)");
+  if (!is_run_dir(dir)) throw ConfigError(flag + no_run_here(dir));
   if (!file_exists(paths.checkpoint())) throw ConfigError(flag + "no checkpoint.pt (the run stopped before its first checkpoint)");
   // The source's own config is read as it was recorded (its plug-in at the path it had then): an error there
   // is about the source run, not about this command's --config or --set.

@@ -66,5 +66,10 @@ struct LoadedRun {
 };
 LoadedRun load_run(const std::string& dir);
 bool is_run_dir(const std::string& dir);
+// A `poslab compare` output directory (experiment.json): its runs are its cells/NAME, and a run of its
+// own there, or a grid written into a run, would mix two outputs in one directory.
+bool is_compare_dir(const std::string& dir);
+// "no run here (...)" for `dir`: config.json is missing, and where the directory is a compare output, where its runs are.
+std::string no_run_here(const std::string& dir);
 
 }  // namespace poslab

@@ -122,6 +122,9 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
   if (is_run_dir(dir))
     throw ConfigError("--out " + dir + ": already holds a run; continue it with `poslab train --resume " + dir +
                       "` or pick another --out");
+  if (is_compare_dir(dir))
+    throw ConfigError("--out " + dir + ": holds a poslab compare output (experiment.json; its runs are " + dir +
+                      "/cells/NAME): a run written there would mix with it; pick another --out");
   std::optional<InitSource> source;
   if (!init_from.empty()) source = read_init_source(init_from, c);
   c.data.cache_dir = RunPaths{dir}.cache();
@@ -163,7 +166,7 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
 
 TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& launch) {
   RunPaths paths{dir};
-  if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": no run here (config.json is missing)");
+  if (!is_run_dir(dir)) throw ConfigError("--resume " + dir + ": " + no_run_here(dir));
   // Rank 0 writes the run: it must be able to, and no other poslab may be training it (a second compare
   // or shard reaching the same cell, a second --resume): refused before any work, as a new run's --out is.
   std::optional<FileLock> lock;

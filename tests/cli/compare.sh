@@ -56,6 +56,17 @@ import json
 e = json.load(open('out/cells/kind=rope_n_embd=16/eval.json')); c = json.load(open('out/configs/kind=rope_n_embd=16.json'))
 assert e['settings']['eval']['batch_size'] == c['eval']['batch_size'] != 1, (e['settings'], c['eval'])"
 
+# A train run's directory and a compare output are kept apart: neither command writes among the other's files.
+mkdir -p arun && cp out/cells/kind=rope_n_embd=16/config.json arun/
+expect_fail 2 "--out arun: holds a poslab train run (config.json), not an experiment's output; pick another --out" -- \
+  "$POSLAB" compare -c exp.json --out arun --no-plots
+expect_fail 2 "--out out: holds a poslab compare output (experiment.json; its runs are out/cells/NAME)" -- \
+  "$POSLAB" train -c base.json --out out
+expect_fail 2 "--out out: holds a poslab compare output" -- "$POSLAB" train -c base.json --out out --resume-if-exists
+expect_fail 2 "run out: no run here (a poslab compare output: its runs are out/cells/NAME)" -- "$POSLAB" eval --run out
+expect_fail 2 "--init-from out: no run here (a poslab compare output" -- "$POSLAB" train --init-from out --out ft
+check "... and nothing was written into either" bash -c '[ "$(ls arun)" = config.json ] && [ ! -e out/config.json ] && [ ! -e ft ]'
+
 # An interrupted cell (checkpoint, no summary 'done') is resumed, not restarted.
 "$POSLAB" train -c base.json --set model.pos_encoding.kind=alibi --out out2/cells/kind=alibi --stop-at 10 > /dev/null 2>&1
 printf '{"name": "tiny2", "base": "base.json", "grid": {"model.pos_encoding.kind": ["alibi"]}}\n' > exp2.json
