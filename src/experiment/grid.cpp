@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -185,6 +186,7 @@ Experiment load_experiment(const std::string& path) {
   std::optional<ProbeOptions> passkey, mqar;
   if (e.probes.contains("passkey")) passkey = probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey");
   if (e.probes.contains("mqar")) mqar = probe_options_from_json("mqar", e.probes["mqar"], where + ": probes.mqar");
+  std::map<std::string, std::unique_ptr<Corpus>> opened;  // each cell's data as its checks below opened it
   // Cartesian product, first key slowest, so cells of one encoding sit together.
   std::vector<size_t> index(keys.size(), 0);
   while (true) {
@@ -226,12 +228,16 @@ Experiment load_experiment(const std::string& path) {
       }
     }();
     // What the cell's own `poslab train` would refuse on its data, where finding out is cheap: a task's
-    // longest example against the block, a character corpus's passkey documents against the block.
-    if (typed.data.kind == "task" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) try {
-        const auto corpus = make_corpus(typed);
-        // A character vocabulary is the text's (and the passkey documents'): whether the probe can write its
-        // documents in it is known now, not once every cell trained.
-        if (typed.data.kind == "text" && passkey) try {
+    // longest example against the block, a character corpus's passkey documents against the block, token
+    // files' format, sizes and ids against their vocabulary (a scan cached beside each file). Each data set
+    // is opened once for the cells that share it. Text for SentencePiece is left to its cells: tokenizing
+    // it is the first cell's work, into the cache it shares with the others.
+    if (typed.data.kind == "task" || typed.data.kind == "tokens" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) try {
+        auto& corpus = opened[config["data"].dump() + " block_size " + std::to_string(typed.model.block_size)];
+        if (!corpus) corpus = make_corpus(typed);
+        // The vocabulary of characters (or a token files' tokenizer) is known now: whether the probe can write
+        // its documents in it is known now too, not once every cell trained.
+        if (typed.data.kind != "task" && passkey) try {
             check_passkey_vocabulary(corpus->tokenizer(), typed, *passkey);
           } catch (const ConfigError& err) {
             std::string what = err.what();

@@ -170,33 +170,50 @@ for r in (a, b):
     assert r["what_this_shows"].startswith("The cells were trained at different lengths (3 and 4 items): read each row "
                                            "against its own training length"), r["what_this_shows"]'
 
-# A probe that fails on a trained cell (passkey on token files whose nanoGPT meta.pkl has no digits: the
-# vocabulary cannot write a key, known only from the run) is recorded in results.json and fails the command;
+# What a cell's probe would refuse on token files is refused before any cell trains: passkey on files whose
+# nanoGPT meta.pkl has no digits (the vocabulary cannot write a key). A probe that fails on a trained cell
+# (here its checkpoint damaged after the cell trained) is recorded in results.json and fails the command;
 # the cell's losses stand. A character text without digits, mqar on a non-mqar grid, and passkey on a task:
 # refused up front.
 for _ in $(seq 200); do echo "the quick brown fox jumps over the lazy dog. The key is here."; done > letters.txt
-/usr/bin/python3 - <<'PY'
+for _ in $(seq 200); do echo "the quick brown fox jumps over the lazy dog 0123456789. What is the key? The key is here. Here we go."; done > digits.txt
+/usr/bin/python3 - <<'PY2'
 import array, os, pickle
-text = open("letters.txt").read()
-chars = sorted(set(text))
-stoi = {c: i for i, c in enumerate(chars)}
-os.makedirs("lettok", exist_ok=True)
-ids = array.array("H", [stoi[c] for c in text])
-cut = len(ids) * 9 // 10
-ids[:cut].tofile(open("lettok/train.bin", "wb")); ids[cut:].tofile(open("lettok/val.bin", "wb"))
-pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}, open("lettok/meta.pkl", "wb"))
-PY
+for name, out in (("letters.txt", "lettok"), ("digits.txt", "digtok")):
+    text = open(name).read()
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    os.makedirs(out, exist_ok=True)
+    ids = array.array("H", [stoi[c] for c in text])
+    cut = len(ids) * 9 // 10
+    ids[:cut].tofile(open(out + "/train.bin", "wb")); ids[cut:].tofile(open(out + "/val.bin", "wb"))
+    pickle.dump({"vocab_size": len(chars), "itos": dict(enumerate(chars)), "stoi": stoi}, open(out + "/meta.pkl", "wb"))
+PY2
 printf '{"data": {"kind": "tokens", "dir": "lettok"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16},\n "train": {"max_iters": 20, "eval_interval": 10, "precision": "fp32", "threads": 1}, "eval": {"lengths": [16, 32]}}\n' > letters.json
 printf '{"name": "pf", "base": "letters.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pf.json
-"$POSLAB" compare -c pf.json --out pf --no-plots > pf.log 2>&1
+expect_fail 2 "experiment pf.json: cell kind=rope: probes.passkey: the run's vocabulary has no digit '0'" -- "$POSLAB" compare -c pf.json --out pf --no-plots
+check "nothing trained for a probe the token files' vocabulary cannot write" test ! -e pf
+printf '{"name": "pd", "base": "letters.json", "set": {"data.dir": "digtok"}, "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pd.json
+# Token files a cell's own train would refuse (a train.bin of an odd number of bytes) stop the grid before its
+# first cell trains, as `poslab train` stops before its first step (exit 2), not after the other cells trained.
+mkdir -p oddtok && cp digtok/* oddtok/ && printf 'x' >> oddtok/train.bin
+printf '{"name": "od", "base": "letters.json", "grid": {"data.dir": ["digtok", "oddtok"]}}\n' > od.json
+expect_fail 2 "experiment od.json: cell dir=oddtok: data.dir $WORK/oddtok/train.bin: 36721 bytes is not a whole number of uint16 tokens" -- "$POSLAB" compare -c od.json --out od --no-plots
+check "nothing trained for a grid with bad token files" test ! -e od
+"$POSLAB" compare -c pd.json --out pd --no-plots > pd1.log 2>&1
+status=$?
+check "passkey on token files whose meta.pkl holds the digits runs (exit $status)" test $status -eq 0 -a -s pd/cells/kind=rope/probe-passkey.json
+rm pd/cells/kind=rope/probe-passkey.json pd/results.json
+head -c 1000 pd/cells/kind=rope/checkpoint.pt > cut.pt && mv cut.pt pd/cells/kind=rope/checkpoint.pt
+"$POSLAB" compare -c pd.json --out pd --no-plots > pd.log 2>&1
 status=$?
 check "a failed probe fails compare (exit $status)" test $status -eq 1
 check "... recorded under probe_errors, the cell done" /usr/bin/python3 -c '
 import json
-r = json.load(open("pf/results.json"))
-assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "no digit" in r["probe_errors"][0]["error"], r.get("probe_errors")
+r = json.load(open("pd/results.json"))
+assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "checkpoint.pt" in r["probe_errors"][0]["error"], r.get("probe_errors")
 assert r["cells"][0]["status"] == "done", r["cells"]'
-check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pf.log
+check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pd.log
 printf '{"data": {"kind": "text", "path": "letters.txt"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16}}\n' > lettext.json
 printf '{"name": "pc", "base": "lettext.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pc.json
 expect_fail 2 "cell kind=rope: probes.passkey: the run's vocabulary has no digit '0'" -- "$POSLAB" compare -c pc.json --out pc --no-plots
