@@ -184,6 +184,7 @@ json attention_run(const std::string& dir, AttentionOptions o) {
   Config cc = c;
   cc.eval.lengths = o.lengths;
   auto corpus = make_corpus(cc, run.tokenizer);
+  check_validation_files(dir);
   // With the run's eval.rope_scaling, as eval and probe read it: the pictures are of the model they score.
   const EvalRopeScaling scaling(run.model, c, std::nullopt, corpus->tokens_at(corpus->train_length()));
   json out = attention_stats(run.model, *corpus, c, o, rt);

@@ -205,6 +205,7 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
   Config cc = c;
   cc.eval.lengths = o.lengths;
   auto corpus = make_corpus(cc, run.tokenizer);
+  check_validation_files(dir);
   json out = evaluate(run.model, *corpus, c, o, rt);
   out["run"] = dir;
   out["step"] = run.state.step;

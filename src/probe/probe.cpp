@@ -82,6 +82,7 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   const Config& c = run.config;
   if (o.lengths.empty()) o.lengths = default_probe_lengths(o, c);
   if (o.task == "mqar") check_mqar_probe(c, o);  // before any work
+  if (o.task == "passkey" && o.haystack == "text") check_validation_files(dir);  // the haystack is its validation text
   Config rc = c;
   if (o.threads > 0) rc.train.threads = o.threads;  // the run's cell may have had a share of the cores
   Runtime rt = make_runtime(rc);

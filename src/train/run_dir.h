@@ -31,6 +31,7 @@ struct RunPaths {
   std::string metrics() const { return dir + "/metrics.jsonl"; }
   std::string summary() const { return dir + "/summary.json"; }
   std::string init_from() const { return dir + "/init_from.json"; }  // the run whose weights it started from
+  std::string data_files() const { return dir + "/data_files.json"; }  // the identity of the files it trains on
   // eval.json, or eval-TAG.json for a tagged evaluation variant (e.g. a rope scaling).
   std::string eval(const std::string& tag = "") const { return dir + (tag.empty() ? "/eval.json" : "/eval-" + tag + ".json"); }
 };
@@ -66,6 +67,15 @@ struct LoadedRun {
 };
 LoadedRun load_run(const std::string& dir);
 bool is_run_dir(const std::string& dir);
+// data_files.json: each file the run's corpus reads (data/file_identity.h), with its identity, as the run starts.
+void record_data_files(const RunPaths& run, const Config& c);
+// Refuses (ConfigError: `context`, the file, what changed, then `consequence`) a file of one of `roles` whose
+// identity differs from the run's record. A run without a record (written before runs kept one) passes.
+void check_data_files(const RunPaths& run, const std::vector<std::string>& roles, const std::string& context,
+                      const std::string& consequence);
+// The same for a command that reads the run's validation split (eval, attention, a probe's text haystack).
+void check_validation_files(const std::string& dir);
+
 // A `poslab compare` output directory (experiment.json): its runs are its cells/NAME, and a run of its
 // own there, or a grid written into a run, would mix two outputs in one directory.
 bool is_compare_dir(const std::string& dir);

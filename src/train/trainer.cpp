@@ -149,6 +149,7 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
       write_file_atomic(paths.tokenizer_model(), read_text_file(s.corpus->tokenizer().sentencepiece_model(), "tokenizer"));
     write_file_atomic(paths.vocab(), s.corpus->tokenizer().to_json().dump() + "\n");
     write_file_atomic(paths.config(), config_to_json(s.config).dump(2) + "\n");
+    record_data_files(paths, s.config);
     if (source) {
       // The source by its absolute path: a resume before the first checkpoint reads it again, from anywhere.
       const json record = init_source_record(*source, s.config);
@@ -178,6 +179,9 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
   Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}});
+  check_data_files(paths, {"train", "val", "text"}, "--resume " + dir,
+                   "resuming would go on with other tokens; put the file back, or start a new run from this one's "
+                   "weights (--init-from " + dir + ")");
   if (file_exists(paths.checkpoint())) {
     s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
   } else if (file_exists(paths.init_from())) {

@@ -358,6 +358,56 @@ cp remap.meta.pkl remap/meta.pkl
 "$POSLAB" train --resume runs/remap >> remap.log 2>&1
 check "with meta.pkl put back the run resumes and finishes" /usr/bin/python3 -c "
 import json; assert json.load(open('runs/remap/summary.json'))['status'] == 'done'"
+# A run records the files it trains on (data_files.json: each one's size and SHA-256, of its bytes or, past
+# 16 MiB, of 256 blocks of 64 KiB spread over it; docs/outputs.md). Token files changed since (appended to,
+# or rewritten at their size) are refused by --resume, and by eval and attention where the changed file is
+# their validation split; both went on with other tokens without a word. Put back, the run resumes.
+mkdir -p grown && cp shakespeare_char/train.bin shakespeare_char/val.bin shakespeare_char/meta.pkl grown/
+# train.bin past 16 MiB (random ids below the vocabulary), so that it is identified by its blocks.
+/usr/bin/python3 -c "
+import numpy as np, pickle
+n = pickle.load(open('grown/meta.pkl', 'rb'))['vocab_size']
+np.random.default_rng(1).integers(0, n, size=9 * 2**20, dtype=np.uint16).tofile('grown/train.bin')"
+"$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=grown "${SMALL[@]}" --set train.max_iters=4 \
+  --stop-at 2 --out runs/grown > grown.log 2>&1
+check "data_files.json: each token file's size and SHA-256, whole (sha256sum's) or of its 256 spread blocks" /usr/bin/python3 -c "
+import hashlib, json, os
+r = json.load(open('runs/grown/data_files.json'))
+here = os.path.abspath('grown')
+assert [(f['role'], f['key'], f['path']) for f in r['files']] == [('train', 'data.dir', here + '/train.bin'), ('val', 'data.dir', here + '/val.bin')], r
+for f in r['files']:
+    data = open(f['path'], 'rb').read()
+    assert f['bytes'] == len(data) == os.path.getsize(f['path']), f
+    if len(data) <= 16 * 2**20:
+        want, how = hashlib.sha256(data).hexdigest(), 'whole'
+    else:
+        B = 64 * 1024
+        want, how = hashlib.sha256(b''.join(data[i * (len(data) - B) // 255:][:B] for i in range(256))).hexdigest(), 'blocks'
+    assert (f['sha256'], f['hashed']) == (want, how), (f, want, how)
+assert [f['hashed'] for f in r['files']] == ['blocks', 'whole']"
+cp grown/train.bin grown.train.bin
+head -c 2000 shakespeare_char/train.bin >> grown/train.bin
+size=$(stat -c %s grown.train.bin)
+expect_fail 2 "--resume runs/grown: data.dir $WORK/grown/train.bin changed since the run trained ($size bytes then, $((size + 2000)) now; runs/grown/data_files.json): resuming would go on with other tokens; put the file back, or start a new run from this one's weights (--init-from runs/grown)" -- \
+  "$POSLAB" train --resume runs/grown
+"$POSLAB" eval --run runs/grown --lengths 32 > grown-eval.log 2>&1
+check "... eval, which reads val.bin alone, goes on (exit $?)" grep -q "written: runs/grown/eval.json" grown-eval.log
+# One id changed in the first block, the size kept.
+cp grown.train.bin grown/train.bin
+printf '\001' | dd of=grown/train.bin bs=1 seek=10 conv=notrunc status=none
+expect_fail 2 "--resume runs/grown: data.dir $WORK/grown/train.bin changed since the run trained (the same size, other bytes;" -- \
+  "$POSLAB" train --resume runs/grown
+cp grown.train.bin grown/train.bin
+/usr/bin/python3 -c "
+import numpy as np
+a = np.fromfile('grown/val.bin', np.uint16); a[::-1].tofile('grown/val.bin')"
+expect_fail 2 "run runs/grown: data.dir $WORK/grown/val.bin changed since the run trained (the same size, other bytes; runs/grown/data_files.json): it would read other tokens than the run's validation split; put the file back" -- \
+  "$POSLAB" eval --run runs/grown --lengths 32
+expect_fail 2 "run runs/grown: data.dir $WORK/grown/val.bin changed since the run trained" -- "$POSLAB" attention --run runs/grown --no-plot
+cp shakespeare_char/val.bin grown/val.bin
+"$POSLAB" train --resume runs/grown >> grown.log 2>&1
+check "with the files put back the run resumes and finishes" /usr/bin/python3 -c "
+import json; assert json.load(open('runs/grown/summary.json'))['status'] == 'done'"
 # An ids-only run given token files with ids past its vocabulary: the error says the run's vocabulary is the
 # bound (data.vocab_size cannot be set on a resume).
 mkdir -p ids-grow && cp shakespeare_char/train.bin shakespeare_char/val.bin ids-grow/

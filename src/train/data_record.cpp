@@ -1,0 +1,52 @@
+// A run's record of the files it trains on (data_files.json), and the check that --resume, eval, attention
+// and a text-haystack probe read the same files: token files truncated, appended to or rewritten since
+// would give other tokens under the run's name without a word.
+#include <algorithm>
+
+#include "data/file_identity.h"
+#include "train/run_dir.h"
+#include "util/files.h"
+
+namespace poslab {
+
+void record_data_files(const RunPaths& run, const Config& c) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : data_files_read(c)) {
+    nlohmann::json entry = file_identity(f.path, f.key);
+    entry["role"] = f.role;
+    entry["key"] = f.key;
+    entry["path"] = f.path;
+    files.push_back(entry);
+  }
+  write_file_atomic(run.data_files(), nlohmann::json{{"files", files}}.dump(1) + "\n");
+}
+
+void check_data_files(const RunPaths& run, const std::vector<std::string>& roles, const std::string& context,
+                      const std::string& consequence) {
+  if (!file_exists(run.data_files())) return;
+  const nlohmann::json record = read_json_file(run.data_files());
+  if (!record.contains("files") || !record["files"].is_array())
+    throw ConfigError(run.data_files() + ": not a record of data files (expected {\"files\": [...]})");
+  for (const auto& f : record["files"]) {
+    if (!f.is_object() || !f.contains("role") || !f.contains("path") || !f.contains("bytes") || !f.contains("sha256"))
+      throw ConfigError(run.data_files() + ": an entry lacks role, path, bytes or sha256");
+    if (std::find(roles.begin(), roles.end(), f["role"].get<std::string>()) == roles.end()) continue;
+    const std::string path = f["path"], key = f.value("key", std::string("data"));
+    const nlohmann::json now = file_identity(path, key);
+    std::string what;
+    if (now["bytes"] != f["bytes"])
+      what = f["bytes"].dump() + " bytes then, " + now["bytes"].dump() + " now";
+    else if (now["sha256"] != f["sha256"])
+      what = "the same size, other bytes";
+    if (!what.empty())
+      throw ConfigError(context + ": " + key + " " + path + " changed since the run trained (" + what + "; " +
+                        run.data_files() + "): " + consequence);
+  }
+}
+
+void check_validation_files(const std::string& dir) {
+  check_data_files(RunPaths{dir}, {"val", "text"}, "run " + dir,
+                   "it would read other tokens than the run's validation split; put the file back");
+}
+
+}  // namespace poslab
