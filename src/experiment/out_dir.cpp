@@ -13,30 +13,56 @@
 namespace poslab::runner_parts {
 using nlohmann::json;
 
+// Where a cell's saved run config and the experiment's differ: "" when they do not, else the first key as a
+// config names it (eval.lengths), "KEY is X there, Y in the experiment". The thread count is compare's own
+// choice (-j) and the vocabulary size comes from the data: neither counts; nor, with `eval_too` false, eval.*.
+static std::string cell_config_difference(Config saved, const Config& want, bool eval_too) {
+  saved.model.vocab_size = want.model.vocab_size;
+  saved.train.threads = want.train.threads;
+  if (!eval_too) saved.eval = want.eval;
+  const json a = config_to_json(saved), b = config_to_json(want);
+  const auto diff = json::diff(a, b);
+  if (diff.empty()) return "";
+  // A list whole: a diff inside it points at an element ("/eval/lengths/-", appended), which says nothing to a reader.
+  json::json_pointer at(diff[0]["path"].get<std::string>());
+  while (!at.empty() && (at.back() == "-" || at.back().find_first_not_of("0123456789") == std::string::npos))
+    at = at.parent_pointer();
+  std::string key = at.to_string().substr(1);
+  std::replace(key.begin(), key.end(), '/', '.');
+  return key + " is " + (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
+         " in the experiment";
+}
+
 // A cell directory that holds a run (finished or to resume) must hold this cell's config: an experiment file
-// edited between two runs into the same --out would otherwise mix old cells into new results. The thread
-// count is compare's own choice (-j) and the vocabulary size comes from the data: neither counts.
+// edited between two runs into the same --out would otherwise mix old cells into new results. Its eval.*
+// keys aside: they do not change what trains (adopt_eval_settings takes the experiment's).
 void check_cells_match(const Experiment& e, const CompareOptions& o) {
   for (const auto& c : e.cells) {
     const std::string dir = cell_dir(o.out, c);
     if (!c.error.empty() || !is_run_dir(dir)) continue;
-    const Config want = config_from_json(c.config);
+    const std::string difference =
+        cell_config_difference(RunPaths{dir}.read_config(), config_from_json(c.config), /*eval_too=*/false);
+    if (!difference.empty())
+      throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + difference +
+                        "); use another --out, or remove " + dir + " to train it again");
+  }
+}
+
+// A cell trained under other eval.* settings (a length added to the experiment's eval.lengths, another
+// batch size): training never read them, so the run takes the experiment's into its config.json and is
+// evaluated again (its eval.json, of the old settings, goes in drop_foreign_cell_files), not trained again.
+void adopt_eval_settings(const Experiment& e, const CompareOptions& o) {
+  for (const auto& c : e.cells) {
+    const std::string dir = cell_dir(o.out, c);
+    if (!c.error.empty() || !is_run_dir(dir)) continue;
     Config saved = RunPaths{dir}.read_config();
-    saved.model.vocab_size = want.model.vocab_size;
-    saved.train.threads = want.train.threads;
-    const json a = config_to_json(saved), b = config_to_json(want);
-    const auto diff = json::diff(a, b);
-    if (diff.empty()) continue;
-    // The key as a config names it (eval.lengths), a list whole: a diff inside it points at an element
-    // ("/eval/lengths/-", appended), which says nothing to a reader.
-    json::json_pointer at(diff[0]["path"].get<std::string>());
-    while (!at.empty() && (at.back() == "-" || at.back().find_first_not_of("0123456789") == std::string::npos))
-      at = at.parent_pointer();
-    std::string key = at.to_string().substr(1);
-    std::replace(key.begin(), key.end(), '/', '.');
-    throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + key + " is " +
-                      (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
-                      " in the experiment); use another --out, or remove " + dir + " to train it again");
+    const Config want = config_from_json(c.config);
+    const std::string difference = cell_config_difference(saved, want, /*eval_too=*/true);
+    if (difference.empty()) continue;
+    saved.eval = want.eval;
+    write_file_atomic(RunPaths{dir}.config(), config_to_json(saved).dump(2) + "\n");
+    spdlog::info("{}: trained with other evaluation settings ({}): it takes the experiment's and is evaluated again, "
+                 "not trained again", c.name, difference);
   }
 }
 

@@ -42,6 +42,7 @@ using runner_parts::cell_dir;
 using runner_parts::cell_finished;
 using runner_parts::cell_log;
 using runner_parts::check_cells_match;
+using runner_parts::adopt_eval_settings;
 using runner_parts::check_same_experiment;
 using runner_parts::drop_foreign_cell_files;
 using runner_parts::drop_stale_follow_ups;
@@ -175,6 +176,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     shard.emplace(o.out + "/.compare-shard-" + std::to_string(o.shard.index) + "-of-" + std::to_string(o.shard.count) + ".lock",
                   "--out " + o.out);
   drop_stale_follow_ups(full, o);
+  adopt_eval_settings(full, o);
   drop_foreign_cell_files(full, o);
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");

@@ -39,6 +39,8 @@ inline int cells_at_once(int jobs, int running, int left, bool extra) {
 
 // A cell directory that holds a run (finished or to resume) must hold this cell's config.
 void check_cells_match(const Experiment& e, const CompareOptions& o);
+// A cell's run trained with other eval.* settings than the experiment's: its config.json takes the experiment's.
+void adopt_eval_settings(const Experiment& e, const CompareOptions& o);
 // A shard's output directory holds one experiment: OUT/experiment.json, if there, must be `mine`. Before
 // the cells (at_end false) a ConfigError; after them a runtime error (another shard rewrote it meanwhile).
 void check_same_experiment(const nlohmann::json& mine, const CompareOptions& o, bool at_end);

@@ -10,8 +10,10 @@
 namespace poslab {
 
 void record_data_files(const RunPaths& run, const Config& c) {
+  const auto read = data_files_read(c);
+  if (read.empty()) return;  // a task: generated, no file
   nlohmann::json files = nlohmann::json::array();
-  for (const auto& f : data_files_read(c)) {
+  for (const auto& f : read) {
     nlohmann::json entry = file_identity(f.path, f.key);
     entry["role"] = f.role;
     entry["key"] = f.key;

@@ -449,9 +449,12 @@ json.dump({'vocab_size': 7, 'dtype': 'uint32'}, open('tok32/meta.json', 'w'))"
 expect_fail 2 "data.dtype is uint16 but $WORK/tok32/meta.json says dtype uint32 for" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.dir=tok32 --set data.dtype=uint16 --out r6
 # A validation file shorter than an evaluation length: that length is not applicable, the others evaluated
 # (as for text); the file is checked against the training window only.
-mkdir -p tokv && cp tok/train.bin tok/val.bin tokv/
-"$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[40,200] --out tokrun > /dev/null 2>&1
+mkdir -p tokv && cp tok/train.bin tokv/
 head -c 200 tok/val.bin > tokv/val.bin  # 100 tokens: too short for 200, enough for 40
+"$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[40,200] --out tokrun > /dev/null 2>&1
+check "a run whose validation file is too short for one of its eval.lengths trains, and evaluates the others" /usr/bin/python3 -c '
+import json; r = {x["length"]: x for x in json.load(open("tokrun/eval.json"))["results"]}
+assert r[40]["status"] == "ok" and r[200]["status"].startswith("n/a: validation split has 100 tokens"), r'
 check "eval --lengths 20,40 runs on a validation file too short for the run's own eval.lengths" \
   bash -c "'$POSLAB' eval --run tokrun --lengths 20,40 --tag short > /dev/null 2>&1"
 check "data shows training windows of a config whose eval.lengths its validation file cannot hold" \
