@@ -283,9 +283,11 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
   // The loss leader at the longest length, and its retrieval there.
   std::string leader;
   double best = INFINITY;
+  bool clear_lead = false;  // marked best (mark_best): lower beyond the noise, not a tie within it
   for (const auto& r : results["rows"])
     if (r["length"] == longest && r["loss_mean"].is_number() && r["loss_mean"].get<double>() < best)
-      best = r["loss_mean"].get<double>(), leader = r["item"];
+      best = r["loss_mean"].get<double>(), leader = r["item"], clear_lead = r.value("best", false);
+  const std::string lead_note = clear_lead ? "" : "; a lead within the noise, a tie with another row";
   std::string text = "Retrieval (passkey, " + probe_setting("passkey", pk) + "): ";
   std::vector<std::string> parts;
   for (const auto& r : pk["ranking"]) {
@@ -325,13 +327,15 @@ void add_probe_results(json& results, const Experiment& e, const std::string& ou
       if (l["length"] != longest || !l["exact_mean"].is_number()) continue;
       const double x = l["exact_mean"].get<double>();
       if (x < pk["threshold"].get<double>())
-        text += " Loss and retrieval disagree: " + leader + " has the lowest loss at " + std::to_string(longest) + " tokens (" +
-                times(static_cast<double>(longest) / train) + "), yet retrieves the key there in " + fmt(x) +
+        text += " Loss and retrieval disagree: " + leader + " has the lowest" + (clear_lead ? "" : " mean") + " loss at " +
+                std::to_string(longest) + " tokens (" + times(static_cast<double>(longest) / train) + lead_note +
+                "), yet retrieves the key there in " + fmt(x) +
                 " of trials [" + fmt(l["exact_low"].get<double>()) + ", " + fmt(l["exact_high"].get<double>()) +
                 "]: its flat loss is not evidence that it uses the longer context.";
       else
-        text += " Loss and retrieval agree at " + std::to_string(longest) + " tokens: " + leader +
-                ", lowest in loss there, also retrieves the key in " + fmt(x) + " of trials.";
+        text += " Loss and retrieval agree at " + std::to_string(longest) + " tokens: " + leader + ", lowest in" +
+                (clear_lead ? "" : " mean") + " loss there" + (clear_lead ? "" : " (" + lead_note.substr(2) + ")") +
+                ", also retrieves the key in " + fmt(x) + " of trials.";
     }
   }
   results["what_this_shows"] = results["what_this_shows"].get<std::string>() + " " + text;

@@ -317,11 +317,39 @@ check "where retrieval works at the training length, the loss leader past it is 
 import json, os, sys
 res = json.load(open(os.path.join(sys.argv[1], "results.json")))
 rows = [r for r in res["rows"] if r["length"] == 128 and r["loss_mean"] is not None]
-leader = min(rows, key=lambda r: r["loss_mean"])["group"]
+lead = min(rows, key=lambda r: r["loss_mean"])
 w = res["what_this_shows"]
-assert "Loss and retrieval disagree: %s has the lowest loss at 128 tokens" % leader in w, w
+if lead.get("best"):
+    assert "Loss and retrieval disagree: %s has the lowest loss at 128 tokens (2x), yet" % lead["group"] in w, w
+else:
+    assert "Loss and retrieval disagree: %s has the lowest mean loss at 128 tokens (2x; a lead within the noise" % lead["group"] in w, w
 assert "did not learn the probe's format" not in w, w
 PY
+# The leader by a clear margin (rope's losses at 128 lowered by a nat in every seed) and by a tie (every cell's
+# loss there the same but for a thousandth per seed): only the first is called the lowest loss outright.
+for f in cmp/cells/*/eval.json; do cp "$f" "$f.kept"; done
+for lead in clear tie; do
+  /usr/bin/python3 - cmp $lead <<'PY'
+import glob, json, os, re, sys
+for f in glob.glob(os.path.join(sys.argv[1], "cells", "*", "eval.json")):
+    e = json.load(open(f + ".kept"))
+    kind, seed = re.search(r"kind=(\w+)_seed=(\d+)", f).groups()
+    for r in e["results"]:
+        if r["length"] == 128 and r["loss"] is not None:
+            r["loss"] = (r["loss"] - 1.0 if kind == "rope" else r["loss"]) if sys.argv[2] == "clear" else 2.0 + 0.001 * int(seed)
+    json.dump(e, open(f, "w"))
+PY
+  "$POSLAB" compare --aggregate cmp --no-plots > agg-$lead.out 2>&1
+done
+check "... named the lowest loss outright only where it leads beyond the noise" /usr/bin/python3 - cmp <<'PY'
+import json, os, sys
+w = json.load(open(os.path.join(sys.argv[1], "results.json")))["what_this_shows"]  # the tie, aggregated last
+assert "has the lowest mean loss at 128 tokens (2x; a lead within the noise, a tie with another row), yet" in w, w
+assert "has the lowest loss at" not in w, w
+PY
+check "... and the clear lead so named" grep -q "Loss and retrieval disagree: rope has the lowest loss at 128 tokens (2x), yet" agg-clear.out
+for f in cmp/cells/*/eval.json; do mv "$f.kept" "$f"; done
+"$POSLAB" compare --aggregate cmp --no-plots > /dev/null 2>&1
 # Nothing retrieved past the training length, and each group at its own level at it: the ranking then
 # follows exact match at the training length (computed here from the probe files).
 /usr/bin/python3 - cmp <<'PY'
