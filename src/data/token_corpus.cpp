@@ -114,6 +114,35 @@ torch::Tensor TokenCorpus::windows(Split split, const std::vector<int64_t>& star
   return out;
 }
 
+// A validation file in a folder of its own may carry a sidecar of its own: it must describe the same
+// vocabulary and layout as the training file's (`meta`, read from `meta_dir`), or the validation ids would be
+// read as another format (uint32 as uint16: an id and a 0) or mean other characters.
+static void check_val_sidecar(const std::string& val_path, const std::string& meta_dir, const TokenMeta& meta) {
+  const std::string val_dir = fs::path(val_path).parent_path().string();
+  std::error_code ec;
+  if (fs::equivalent(val_dir.empty() ? "." : val_dir, meta_dir.empty() ? "." : meta_dir, ec)) return;
+  const TokenMeta val_meta = read_token_meta(val_dir.empty() ? "." : val_dir);
+  if (val_meta.source.empty()) return;
+  const std::string train_side = meta.source.empty() ? "the training file's folder has none" : meta.source;
+  auto differ = [&](const std::string& what) {
+    return ConfigError("data.val_path: " + val_meta.source + " differs from " + train_side + " (" + what +
+                       "): both files must hold ids of one vocabulary, in one layout");
+  };
+  if (meta.source.empty()) throw differ("a sidecar beside one file only");
+  if (val_meta.vocab_size != meta.vocab_size)
+    throw differ("vocab_size " + std::to_string(val_meta.vocab_size) + " against " + std::to_string(meta.vocab_size));
+  auto dtype = [](const std::string& t) { return t == "auto" ? std::string("none given") : t; };
+  if (val_meta.dtype != meta.dtype) throw differ("dtype " + dtype(val_meta.dtype) + " against " + dtype(meta.dtype));
+  if (val_meta.itos != meta.itos) throw differ("another character at some id");
+  if (val_meta.tokenizer != meta.tokenizer &&
+      (val_meta.tokenizer.empty() || meta.tokenizer.empty() ||
+       read_text_file(val_meta.tokenizer, val_meta.source + ": its tokenizer") !=
+           read_text_file(meta.tokenizer, meta.source + ": its tokenizer")))
+    throw differ("another tokenizer");
+  if (val_meta.eot_id != meta.eot_id)
+    throw differ("eot_id " + std::to_string(val_meta.eot_id) + " against " + std::to_string(meta.eot_id));
+}
+
 std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_tokenizer) {
   DataConfig d = c.data;
   std::string train_key = "data.train_path", val_key = "data.val_path";
@@ -138,36 +167,7 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   }
   const std::string meta_dir = d.dir.empty() ? fs::path(d.train_path).parent_path().string() : d.dir;
   const TokenMeta meta = read_token_meta(meta_dir.empty() ? "." : meta_dir);
-  // A validation file in a folder of its own may carry a sidecar of its own: it must describe the same
-  // vocabulary and layout as the training file's, or the validation ids would be read as another format
-  // (uint32 as uint16: an id and a 0) or mean other characters.
-  if (d.dir.empty()) {
-    const std::string val_dir = fs::path(d.val_path).parent_path().string();
-    std::error_code ec;
-    if (!fs::equivalent(val_dir.empty() ? "." : val_dir, meta_dir.empty() ? "." : meta_dir, ec)) {
-      const TokenMeta val_meta = read_token_meta(val_dir.empty() ? "." : val_dir);
-      if (!val_meta.source.empty()) {
-        const std::string train_side = meta.source.empty() ? "the training file's folder has none" : meta.source;
-        auto differ = [&](const std::string& what) {
-          return ConfigError("data.val_path: " + val_meta.source + " differs from " + train_side + " (" + what +
-                             "): both files must hold ids of one vocabulary, in one layout");
-        };
-        if (meta.source.empty()) throw differ("a sidecar beside one file only");
-        if (val_meta.vocab_size != meta.vocab_size)
-          throw differ("vocab_size " + std::to_string(val_meta.vocab_size) + " against " + std::to_string(meta.vocab_size));
-        auto dtype = [](const std::string& t) { return t == "auto" ? std::string("none given") : t; };
-        if (val_meta.dtype != meta.dtype) throw differ("dtype " + dtype(val_meta.dtype) + " against " + dtype(meta.dtype));
-        if (val_meta.itos != meta.itos) throw differ("another character at some id");
-        if (val_meta.tokenizer != meta.tokenizer &&
-            (val_meta.tokenizer.empty() || meta.tokenizer.empty() ||
-             read_text_file(val_meta.tokenizer, val_meta.source + ": its tokenizer") !=
-                 read_text_file(meta.tokenizer, meta.source + ": its tokenizer")))
-          throw differ("another tokenizer");
-        if (val_meta.eot_id != meta.eot_id)
-          throw differ("eot_id " + std::to_string(val_meta.eot_id) + " against " + std::to_string(meta.eot_id));
-      }
-    }
-  }
+  if (d.dir.empty()) check_val_sidecar(d.val_path, meta_dir, meta);
   // A sidecar's dtype describes raw arrays; an llm.c shard's magic outranks it (only data.dtype is explicit).
   // Without one, a vocabulary above 65536 means uint32: uint16 cannot hold its ids, and reading uint32
   // ids as uint16 would train on halves of ids without a word (the other way round, the ids are refused).

@@ -259,7 +259,9 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       json config = c.config;
       if (o.jobs > 1 && config["train"]["threads"] == 0) config["train"]["threads"] = threads_per_job;
       const int running_now = static_cast<int>(running.size());
-      const int at_once = runner_parts::cells_at_once(o.jobs, running_now, total - next, may_share_cores(config));
+      // may_share_cores reads the machine's free memory: asked only where the answer is used, at the grid's end.
+      const bool last_round = running_now + (total - next) == o.jobs + 1;
+      const int at_once = runner_parts::cells_at_once(o.jobs, running_now, total - next, last_round && may_share_cores(config));
       if (running_now >= at_once) break;
       const std::string config_path = o.out + "/configs/" + c.name + ".json";
       write_file_atomic(config_path, config.dump(2) + "\n");

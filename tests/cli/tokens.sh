@@ -194,6 +194,15 @@ assert a == b, (a, b)"
 out=$("$POSLAB" sample --run runs/bpe --prompt "Permission is " --tokens 30 --seed 3 2>/dev/null)
 check "sample encodes the prompt and decodes pieces into text" bash -c '[[ "$1" == "Permission is "* ]] && [ ${#1} -gt 20 ]' _ "$out"
 # The run's tokenizer.model damaged: sample names the file as what it is, not by the tokenizing tool's flag.
+# A run's tokenizer.model replaced by one of more pieces than its vocabulary (a hand-edited run): an id the
+# model has no row for is refused by name, not fed to the embedding.
+cp -r runs/bpe runs/bpe-big && cp bpe/tokenizer.model runs/bpe-big/tokenizer.model
+big=$(/usr/bin/python3 -c "
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file='bpe/tokenizer.model')
+print(next('%d %s' % (i, sp.decode([i])) for i in range(400, sp.get_piece_size()) if sp.encode(sp.decode([i])) == [i] and ' ' not in sp.decode([i])))")
+expect_fail 2 "SentencePiece gives id ${big%% *}, past the run's vocabulary of 400 (runs/bpe-big/tokenizer.model has more pieces than that vocabulary)" -- \
+  "$POSLAB" sample --run runs/bpe-big --prompt "${big#* }" --tokens 5
 cp -r runs/bpe runs/bpe-bad && echo damaged > runs/bpe-bad/tokenizer.model
 expect_fail 2 "SentencePiece model runs/bpe-bad/tokenizer.model: not a SentencePiece model" -- \
   "$POSLAB" sample --run runs/bpe-bad --prompt "Permission" --tokens 5
