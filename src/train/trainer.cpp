@@ -179,9 +179,6 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
   Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}});
-  check_data_files(paths, {"train", "val", "text"}, "--resume " + dir,
-                   "resuming would go on with other tokens; put the file back, or start a new run from this one's "
-                   "weights (--init-from " + dir + ")");
   if (file_exists(paths.checkpoint())) {
     s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
   } else if (file_exists(paths.init_from())) {
@@ -218,6 +215,11 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
       return done;
     }
   }
+  // Training on: the files must be those it trained on (a finished run resumed only evaluates, and its
+  // evaluation checks the validation file alone).
+  check_data_files(paths, {"train", "val", "text"}, "--resume " + dir,
+                   "resuming would go on with other tokens; put the file back, or start a new run from this one's "
+                   "weights (--init-from " + dir + ")");
   if (stop_at > 0 && stop_at <= s.state.step)
     throw ConfigError("--stop-at " + std::to_string(stop_at) + ": the run in " + dir + " is at step " +
                       std::to_string(s.state.step) + " already (give a later step, or none to finish it)");

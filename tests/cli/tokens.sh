@@ -417,6 +417,14 @@ cp shakespeare_char/val.bin grown/val.bin
 "$POSLAB" train --resume runs/grown >> grown.log 2>&1
 check "with the files put back the run resumes and finishes" /usr/bin/python3 -c "
 import json; assert json.load(open('runs/grown/summary.json'))['status'] == 'done'"
+# A finished run resumed trains nothing: a training file changed since does not stop it (its validation file is
+# what its evaluation reads, and that is checked).
+head -c 2000 shakespeare_char/train.bin >> grown/train.bin
+"$POSLAB" train --resume runs/grown > grown-done.log 2>&1
+status=$?
+check "a finished run resumed beside a changed training file: nothing to train, exit 0 ($status)" \
+  bash -c "[ $status -eq 0 ] && grep -q 'is finished (step 4 of 4): nothing to train' grown-done.log"
+cp grown.train.bin grown/train.bin
 # An ids-only run given token files with ids past its vocabulary: the error says the run's vocabulary is the
 # bound (data.vocab_size cannot be set on a resume).
 mkdir -p ids-grow && cp shakespeare_char/train.bin shakespeare_char/val.bin ids-grow/
