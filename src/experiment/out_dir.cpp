@@ -36,7 +36,11 @@ static std::string cell_config_difference(Config saved, const Config& want, bool
 // A cell directory that holds a run (finished or to resume) must hold this cell's config: an experiment file
 // edited between two runs into the same --out would otherwise mix old cells into new results. Its eval.*
 // keys aside: they do not change what trains (adopt_eval_settings takes the experiment's).
+// Its data files too, as the cell's run recorded them (data_files.json): a cell to resume, or to evaluate again,
+// on files changed since would mix other tokens into the grid's results; refused here, before any cell's file
+// is touched (a finished cell's training file is not read again, its validation file may be).
 void check_cells_match(const Experiment& e, const CompareOptions& o) {
+  std::map<std::string, json> identities;  // the cells share their files: each is read once
   for (const auto& c : e.cells) {
     const std::string dir = cell_dir(o.out, c);
     if (!c.error.empty() || !is_run_dir(dir)) continue;
@@ -45,13 +49,22 @@ void check_cells_match(const Experiment& e, const CompareOptions& o) {
     if (!difference.empty())
       throw ConfigError("--out " + o.out + ": cell " + c.name + " holds a run of another config (" + difference +
                         "); use another --out, or remove " + dir + " to train it again");
+    const bool trained = cell_status(dir) == "done";
+    check_data_files(RunPaths{dir}, trained ? std::vector<std::string>{"val", "text"} : std::vector<std::string>{"train", "val", "text"},
+                     "--out " + o.out + ": cell " + c.name,
+                     trained ? "its evaluations would be of other tokens than its validation split; put the file back, "
+                               "or use another --out"
+                             : "resuming it would go on with other tokens; put the file back, or remove " + dir +
+                                   " to train it again",
+                     &identities);
   }
 }
 
 // A cell trained under other eval.* settings (a length added to the experiment's eval.lengths, another
 // batch size): training never read them, so the run takes the experiment's into its config.json and is
 // evaluated again (its eval.json, of the old settings, goes in drop_foreign_cell_files), not trained again.
-void adopt_eval_settings(const Experiment& e, const CompareOptions& o) {
+std::set<std::string> adopt_eval_settings(const Experiment& e, const CompareOptions& o) {
+  std::set<std::string> adopted;
   for (const auto& c : e.cells) {
     const std::string dir = cell_dir(o.out, c);
     if (!c.error.empty() || !is_run_dir(dir)) continue;
@@ -63,7 +76,9 @@ void adopt_eval_settings(const Experiment& e, const CompareOptions& o) {
     write_file_atomic(RunPaths{dir}.config(), config_to_json(saved).dump(2) + "\n");
     spdlog::info("{}: trained with other evaluation settings ({}): it takes the experiment's and is evaluated again, "
                  "not trained again", c.name, difference);
+    adopted.insert(c.name);
   }
+  return adopted;
 }
 
 // Where OUT/experiment.json, as saved, and this experiment differ: "" when they are one experiment (its
@@ -140,7 +155,7 @@ void drop_stale_follow_ups(const Experiment& full, const CompareOptions& o) {
 // done again, and said so. Compared: an evaluation's recorded settings against the cell's; a probe file against
 // what the experiment's "probes" entry would write on the cell (probe_file_differs: every option, the run's
 // defaults for those it leaves unset, and the RoPE scaling).
-void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o) {
+void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o, const std::set<std::string>& adopted) {
   auto lengths_of = [](const json& results) {
     std::set<int> out;
     for (const auto& r : results)
@@ -199,7 +214,8 @@ void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o) {
       }
       const std::string differs = settings_differ(file, want);
       if (differs.empty()) continue;
-      spdlog::warn("{}: evaluated with {} (written over by another command?): evaluated again", path, differs);
+      if (adopted.count(c.name)) spdlog::info("{}: evaluated with {}, the experiment's earlier settings: evaluated again", path, differs);
+      else spdlog::warn("{}: evaluated with {} (written over by another command?): evaluated again", path, differs);
       remove_stale_files({path});
     }
     for (auto it = full.probes.begin(); it != full.probes.end(); ++it) {
@@ -214,7 +230,8 @@ void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o) {
         continue;  // the experiment's own checks say what is wrong with it
       }
       if (differs.empty()) continue;
-      spdlog::warn("{}: probed with {} (written over by another command?): probed again", file, differs);
+      if (adopted.count(c.name)) spdlog::info("{}: probed with {}, the experiment's earlier settings: probed again", file, differs);
+      else spdlog::warn("{}: probed with {} (written over by another command?): probed again", file, differs);
       remove_stale_files({file, dir + "/probe-" + it.key() + ".png"});
     }
   }

@@ -176,8 +176,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
     shard.emplace(o.out + "/.compare-shard-" + std::to_string(o.shard.index) + "-of-" + std::to_string(o.shard.count) + ".lock",
                   "--out " + o.out);
   drop_stale_follow_ups(full, o);
-  adopt_eval_settings(full, o);
-  drop_foreign_cell_files(full, o);
+  drop_foreign_cell_files(full, o, adopt_eval_settings(full, o));
   fs::create_directories(o.out + "/cells");
   fs::create_directories(o.out + "/logs");
   fs::create_directories(o.out + "/configs");
@@ -266,13 +265,14 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
       const std::string config_path = o.out + "/configs/" + c.name + ".json";
       write_file_atomic(config_path, config.dump(2) + "\n");
       const bool resuming = is_run_dir(cell_dir(o.out, c));
+      const bool evaluating = resuming && runner_parts::cell_status(cell_dir(o.out, c)) == "done";  // trained: evaluated again
       const int slot = free_slot();
       const pid_t pid = spawn_cell(o, c, config_path, slice ? slot_cpus(slot) : std::vector<int>{});
       running[pid] = {todo[next], next + 1, slot, std::chrono::steady_clock::now()};
       const double eta = done > 0 ? cell_seconds / done * (total - done) / o.jobs : -1;
       const std::string beyond = running_now >= o.jobs ? fmt::format("; {} at once to the end, one beyond --jobs", running_now + 1) : "";
       spdlog::info("[{}/{}] {} {} ({} left{}{}; log: {})", next + 1, total,
-                   resuming ? "resuming" : "running", c.name, total - next - 1,
+                   evaluating ? "evaluating" : resuming ? "resuming" : "running", c.name, total - next - 1,
                    eta >= 0 ? ", ETA " + format_duration(eta) : "", beyond, cell_log(o.out, c));
       ++next;
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "config/config.h"
@@ -40,14 +41,16 @@ inline int cells_at_once(int jobs, int running, int left, bool extra) {
 // A cell directory that holds a run (finished or to resume) must hold this cell's config.
 void check_cells_match(const Experiment& e, const CompareOptions& o);
 // A cell's run trained with other eval.* settings than the experiment's: its config.json takes the experiment's.
-void adopt_eval_settings(const Experiment& e, const CompareOptions& o);
+// Returns the names of the cells that took them.
+std::set<std::string> adopt_eval_settings(const Experiment& e, const CompareOptions& o);
 // A shard's output directory holds one experiment: OUT/experiment.json, if there, must be `mine`. Before
 // the cells (at_end false) a ConfigError; after them a runtime error (another shard rewrote it meanwhile).
 void check_same_experiment(const nlohmann::json& mine, const CompareOptions& o, bool at_end);
 // Evaluation variants' and probes' files in the cells that an earlier definition of them wrote: removed.
 void drop_stale_follow_ups(const Experiment& full, const CompareOptions& o);
 // A finished cell's eval.json or probe file that another command wrote over: removed, to be done again.
-void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o);
+// `adopted`: cells whose eval settings the experiment changed (adopt_eval_settings): said as such, not as written over.
+void drop_foreign_cell_files(const Experiment& full, const CompareOptions& o, const std::set<std::string>& adopted = {});
 
 // results.json and results.csv from the cells, the table printed, and the report drawn (unless plots
 // are off or a stop came); `failures`: cell name -> error, `probe_errors` as FollowUps records them.

@@ -24,7 +24,7 @@ void record_data_files(const RunPaths& run, const Config& c) {
 }
 
 void check_data_files(const RunPaths& run, const std::vector<std::string>& roles, const std::string& context,
-                      const std::string& consequence) {
+                      const std::string& consequence, std::map<std::string, nlohmann::json>* identities) {
   if (!file_exists(run.data_files())) return;
   const nlohmann::json record = read_json_file(run.data_files());
   if (!record.contains("files") || !record["files"].is_array())
@@ -34,7 +34,8 @@ void check_data_files(const RunPaths& run, const std::vector<std::string>& roles
       throw ConfigError(run.data_files() + ": an entry lacks role, path, bytes or sha256");
     if (std::find(roles.begin(), roles.end(), f["role"].get<std::string>()) == roles.end()) continue;
     const std::string path = f["path"], key = f.value("key", std::string("data"));
-    const nlohmann::json now = file_identity(path, key);
+    if (identities != nullptr && !identities->count(path)) (*identities)[path] = file_identity(path, key);
+    const nlohmann::json now = identities != nullptr ? identities->at(path) : file_identity(path, key);
     std::string what;
     if (now["bytes"] != f["bytes"])
       what = f["bytes"].dump() + " bytes then, " + now["bytes"].dump() + " now";

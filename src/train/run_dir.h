@@ -6,6 +6,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -71,8 +72,9 @@ bool is_run_dir(const std::string& dir);
 void record_data_files(const RunPaths& run, const Config& c);
 // Refuses (ConfigError: `context`, the file, what changed, then `consequence`) a file of one of `roles` whose
 // identity differs from the run's record. A run without a record (written before runs kept one) passes.
+// `identities` (path -> identity), if given, keeps each file's identity for the next call: a grid's cells share files.
 void check_data_files(const RunPaths& run, const std::vector<std::string>& roles, const std::string& context,
-                      const std::string& consequence);
+                      const std::string& consequence, std::map<std::string, nlohmann::json>* identities = nullptr);
 // The same for a command that reads the run's validation split (eval, attention, a probe's text haystack).
 void check_validation_files(const std::string& dir);
 

@@ -229,6 +229,30 @@ r = json.load(open("pd/results.json"))
 assert [(e["cell"], e["task"]) for e in r["probe_errors"]] == [("kind=rope", "passkey")] and "checkpoint.pt" in r["probe_errors"][0]["error"], r.get("probe_errors")
 assert r["cells"][0]["status"] == "done", r["cells"]'
 check "... and named on the last line" grep -q "poslab: failed: 1 probe(s) failed (first: kind=rope passkey" pd.log
+# A trained cell evaluated again (a length added) reads its validation file, not its training file: a training
+# file changed since does not stop it; a validation file changed since is refused before anything is touched
+# (it failed the cell halfway, its eval.json removed and its config.json rewritten), naming the cell and file.
+mkdir -p evtok && cp digtok/* evtok/
+for L in "16, 32" "16, 32, 24" "16, 32, 24, 40"; do
+  printf '{"name": "ev", "base": "letters.json", "set": {"data.dir": "evtok", "eval.lengths": [%s]}, "grid": {"model.pos_encoding.kind": ["rope"]}}\n' "$L" > "ev-${L//, /-}.json"
+done
+"$POSLAB" compare -c ev-16-32.json --out ev --no-plots > ev1.log 2>&1
+printf '\000\000' >> evtok/train.bin  # one more token, id 0
+"$POSLAB" compare -c ev-16-32-24.json --out ev --no-plots > ev2.log 2>&1
+status=$?
+check "a changed training file: the trained cell is evaluated again all the same (exit $status)" /usr/bin/python3 -c "
+import json, sys
+e = json.load(open('ev/cells/kind=rope/eval.json'))
+assert $status == 0 and sorted(r['length'] for r in e['results']) == [16, 24, 32], e['results']"
+check "... said as evaluated, not resumed, and as the experiment's earlier settings, not a file written over" bash -c \
+  "grep -q '\[1/1\] evaluating kind=rope' ev2.log && grep -q \"the experiment's earlier settings: evaluated again\" ev2.log && ! grep -q 'written over' ev2.log"
+sums=$(md5sum ev/cells/kind=rope/eval.json ev/cells/kind=rope/config.json)
+/usr/bin/python3 -c "
+import numpy as np
+a = np.fromfile('evtok/val.bin', np.uint16); a[::-1].tofile('evtok/val.bin')"
+expect_fail 2 "--out ev: cell kind=rope: data.dir $WORK/evtok/val.bin changed since the run trained (the same size, other bytes; ev/cells/kind=rope/data_files.json): its evaluations would be of other tokens than its validation split" -- \
+  "$POSLAB" compare -c ev-16-32-24-40.json --out ev --no-plots
+check "... and the cell's eval.json and config.json are as they were" bash -c '[ "$1" = "$(md5sum ev/cells/kind=rope/eval.json ev/cells/kind=rope/config.json)" ]' _ "$sums"
 printf '{"data": {"kind": "text", "path": "letters.txt"}, "model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 16}}\n' > lettext.json
 printf '{"name": "pc", "base": "lettext.json", "grid": {"model.pos_encoding.kind": ["rope"]}, "probes": {"passkey": {"trials": 2}}}\n' > pc.json
 expect_fail 2 "cell kind=rope: probes.passkey: the run's vocabulary has no digit '0'" -- "$POSLAB" compare -c pc.json --out pc --no-plots
