@@ -175,6 +175,16 @@ std::unique_ptr<Corpus> make_token_corpus(const Config& c, const Tokenizer* run_
   const std::string raw_dtype = meta.dtype != "auto" ? meta.dtype : vocab > 65536 ? "uint32" : "uint16";
   TokenFile train(d.train_path, d.format, d.dtype, train_key + " " + d.train_path, raw_dtype);
   TokenFile val(d.val_path, d.format, d.dtype, val_key + " " + d.val_path, raw_dtype);
+  // Two widths are two vocabularies (llm.c's GPT-2 shards are uint16, its Llama 3 shards uint32): the
+  // validation ids would not be the training ids' kind.
+  if (train.layout().token_bytes != val.layout().token_bytes) {
+    auto kind = [](const TokenFile& f) {
+      const std::string width = f.layout().token_bytes == 4 ? "uint32" : "uint16";
+      return f.layout().format == "llmc" ? "an llm.c shard of " + width + " tokens" : width + " tokens";
+    };
+    throw ConfigError(val_key + " " + d.val_path + ": " + kind(val) + ", but " + train_key + " " + d.train_path + " holds " +
+                      kind(train) + ": both files must hold ids of one vocabulary, in one layout");
+  }
   // Allowed (a smoke test may want it), but every validation loss would then be a training loss.
   std::error_code same_error;
   if (fs::equivalent(d.train_path, d.val_path, same_error))

@@ -419,6 +419,7 @@ open('tok/zeros.bin', 'wb').write(bytes(2048))
 llmc('tok/count.bin', 20240520, 10, bytes(30))
 llmc('tok/badmagic.bin', 20240521, 400, struct.pack('<400H', *[1] * 400))
 llmc('tok/shard.bin', 20240520, 400, struct.pack('<400H', *[1] * 400))
+llmc('tok/shard32.bin', 20240801, 300, struct.pack('<300I', *[1] * 300))
 raw('tok/high.bin', [1] * 50 + [9] + [1] * 349)
 import pickle; pickle.dump({'vocab_size': 7, 'chars': 'abcdefg'}, open('tok/meta_other.pkl', 'wb'))
 "
@@ -429,6 +430,9 @@ expect_fail 2 "zeros.bin: expected llm.c's magic 20240520 (uint16 tokens) or 202
 expect_fail 2 "odd.bin: 3 bytes is shorter than llm.c's 1024-byte header" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/odd.bin --set data.format=llmc --out r6
 expect_fail 2 "count.bin: the llm.c header says 10 tokens (20 bytes) but the file holds 30 bytes" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/count.bin --out r6
 expect_fail 2 "looks like an llm.c shard whose magic 20240521 is neither 20240520 (uint16) nor 20240801 (uint32)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/badmagic.bin --out r6
+# A GPT-2 shard (uint16) for training and a Llama 3 shard (uint32) for validation: two vocabularies, refused.
+expect_fail 2 "data.val_path $WORK/tok/shard32.bin: an llm.c shard of uint32 tokens, but data.train_path $WORK/tok/shard.bin holds an llm.c shard of uint16 tokens: both files must hold ids of one vocabulary, in one layout" -- \
+  "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/shard.bin --set data.val_path=tok/shard32.bin --out r6
 expect_fail 2 "shard.bin: token id 55432 at byte offset 0 (token 0) is not below the vocabulary size 7 (the file is an llm.c shard (magic 20240520), read as a raw array because data.format is nanogpt: set data.format to llmc or auto)" -- "$POSLAB" train -c ok.json "${TOKS[@]}" --set data.train_path=tok/shard.bin --set data.format=nanogpt --out r6
 expect_fail 2 "empty.bin: holds no tokens" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/empty.bin --out r6
 expect_fail 2 "short_val.bin: 10 tokens is too short: validation needs at least model.block_size+1 = 41" -- "$POSLAB" train -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.train_path=tok/train.bin --set data.val_path=tok/short_val.bin --out r6
