@@ -95,6 +95,10 @@ void add_compare(CLI::App& app) {
     if (is_run_dir(co.out))
       throw ConfigError("--out " + co.out + ": holds a poslab train run (config.json), not an experiment's output; "
                         "pick another --out");
+    // Nor inside one, nor in another compare output's cells/, logs/ or configs/ (its own cells are runs).
+    if (const std::string in = inside_another_output(co.out, /*in_runs=*/true); !in.empty())
+      throw ConfigError("--out " + co.out + ": lies inside " + in + ": an experiment's output there would mix with its "
+                        "files; pick another --out");
     become_training_process();  // the input checked: a mistake in it is reported by this image
     find_plot_script();
     spdlog::info("experiment {}: {} cells -> {}", e.name, e.cells.size(), co.out);

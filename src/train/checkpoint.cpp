@@ -12,6 +12,7 @@
 #include "util/files.h"
 
 namespace poslab {
+namespace fs = std::filesystem;
 
 static const int64_t kCheckpointVersion = 1;
 
@@ -215,6 +216,20 @@ Config RunPaths::read_config() const {
 bool is_run_dir(const std::string& dir) { return file_exists(RunPaths{dir}.config()); }
 
 bool is_compare_dir(const std::string& dir) { return file_exists(dir + "/experiment.json"); }
+
+std::string inside_another_output(const std::string& dir, bool in_runs) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "out/" names out
+  for (fs::path at = p; at.has_relative_path(); at = at.parent_path()) {
+    const std::string name = at.filename().string();
+    if ((name == "cells" || name == "logs" || name == "configs") && is_compare_dir(at.parent_path().string()) &&
+        (at == p || in_runs))
+      return "a poslab compare output's " + name + "/ folder (" + at.parent_path().string() + ")";
+    if (in_runs && at != p && is_run_dir(at.string())) return "a poslab train run (" + at.string() + ")";
+  }
+  return "";
+}
 
 std::string no_run_here(const std::string& dir) {
   if (is_compare_dir(dir))

@@ -81,6 +81,10 @@ void check_validation_files(const std::string& dir);
 // A `poslab compare` output directory (experiment.json): its runs are its cells/NAME, and a run of its
 // own there, or a grid written into a run, would mix two outputs in one directory.
 bool is_compare_dir(const std::string& dir);
+// Where `dir` (not yet a run or compare output itself) lies in another output's own files: one of a compare
+// output's folders (OUT/cells, OUT/logs, OUT/configs; a cell's run goes in OUT/cells/NAME, which is allowed to
+// `train`), or, with `in_runs`, inside a train run. "" where nowhere, else what it is in, for an error.
+std::string inside_another_output(const std::string& dir, bool in_runs);
 // "no run here (...)" for `dir`: config.json is missing, and where the directory is a compare output, where its runs are.
 std::string no_run_here(const std::string& dir);
 

@@ -125,6 +125,8 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
   if (is_compare_dir(dir))
     throw ConfigError("--out " + dir + ": holds a poslab compare output (experiment.json; its runs are " + dir +
                       "/cells/NAME): a run written there would mix with it; pick another --out");
+  if (const std::string in = inside_another_output(dir, /*in_runs=*/false); !in.empty())
+    throw ConfigError("--out " + dir + ": is " + in + ": a run written there would mix with its files; pick another --out");
   std::optional<InitSource> source;
   if (!init_from.empty()) source = read_init_source(init_from, c);
   c.data.cache_dir = RunPaths{dir}.cache();

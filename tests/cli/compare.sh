@@ -85,7 +85,14 @@ expect_fail 2 "--out out: holds a poslab compare output (experiment.json; its ru
 expect_fail 2 "--out out: holds a poslab compare output" -- "$POSLAB" train -c base.json --out out --resume-if-exists
 expect_fail 2 "run out: no run here (a poslab compare output: its runs are out/cells/NAME)" -- "$POSLAB" eval --run out
 expect_fail 2 "--init-from out: no run here (a poslab compare output" -- "$POSLAB" train --init-from out --out ft
-check "... and nothing was written into either" bash -c '[ "$(ls arun)" = config.json ] && [ ! -e out/config.json ] && [ ! -e ft ]'
+# Nor into a compare output's own folders, nor a compare output inside a run (a cell) or in those folders.
+expect_fail 2 "--out out/cells: is a poslab compare output's cells/ folder (" -- "$POSLAB" train -c base.json --out out/cells
+expect_fail 2 "--out out/logs/: is a poslab compare output's logs/ folder (" -- "$POSLAB" train -c base.json --out out/logs/
+expect_fail 2 "--out out/cells/kind=rope_n_embd=16/sub: lies inside a poslab train run (" -- \
+  "$POSLAB" compare -c exp.json --out out/cells/kind=rope_n_embd=16/sub --no-plots
+expect_fail 2 "--out out/configs/sub: lies inside a poslab compare output's configs/ folder (" -- "$POSLAB" compare -c exp.json --out out/configs/sub --no-plots
+check "... and nothing was written into either" bash -c '[ "$(ls arun)" = config.json ] && [ ! -e out/config.json ] && [ ! -e ft ] &&
+  [ ! -e out/cells/config.json ] && [ ! -e out/logs/config.json ] && [ ! -e out/cells/kind=rope_n_embd=16/sub ] && [ ! -e out/configs/sub ]'
 
 # An interrupted cell (checkpoint, no summary 'done') is resumed, not restarted.
 "$POSLAB" train -c base.json --set model.pos_encoding.kind=alibi --out out2/cells/kind=alibi --stop-at 10 > /dev/null 2>&1
