@@ -181,6 +181,18 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
   Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}});
+  // A run that stopped (interrupted) or finished wrote its checkpoint then: without it, resuming would start the
+  // run over from step 0 under its name, its metrics written anew (one that failed before its first checkpoint
+  // has none to lose, and starts over).
+  if (!file_exists(paths.checkpoint()) && file_exists(paths.summary())) {
+    const json summary = read_json_file(paths.summary());
+    const std::string status = summary.value("status", "");
+    const json step = summary.value("step", json());
+    if ((status == "interrupted" || status == "done") && step.is_number_integer() && step.get<int64_t>() > 0)
+      throw ConfigError("--resume " + dir + ": checkpoint.pt is missing, but " + paths.summary() + " says the run reached step " +
+                        step.dump() + " (" + status + "): resuming would start it over from step 0; put checkpoint.pt "
+                        "back, or train a new run");
+  }
   if (file_exists(paths.checkpoint())) {
     s.state = load_checkpoint(paths.checkpoint(), s.model, s.optimizer.get());
   } else if (file_exists(paths.init_from())) {

@@ -99,6 +99,10 @@ expect_fail 2 "run nowhere: no run here" -- "$POSLAB" eval --run nowhere --lengt
 
 cp -r run truncated && head -c 1000 run/checkpoint.pt > truncated/checkpoint.pt
 expect_fail 2 "truncated or corrupt" -- "$POSLAB" eval --run truncated --lengths 8
+# A finished run whose checkpoint.pt was removed: --resume would start it over from step 0 under its name.
+cp -r run nockpt && rm nockpt/checkpoint.pt
+expect_fail 2 "--resume nockpt: checkpoint.pt is missing, but nockpt/summary.json says the run reached step" -- "$POSLAB" train --resume nockpt
+check "... and its metrics are left as they were" cmp -s run/metrics.jsonl nockpt/metrics.jsonl
 cp -r run garbage && head -c 5000 /dev/urandom > garbage/checkpoint.pt
 expect_fail 2 "truncated or corrupt" -- "$POSLAB" eval --run garbage --lengths 8
 cp -r run other && sed -i 's/"kind": "learned"/"kind": "rope"/' other/config.json
