@@ -35,6 +35,9 @@ class Corpus {
   virtual int train_length() const = 0;
   // Model input tokens needed at an eval length (items for tasks, tokens for text).
   virtual int64_t tokens_at(int length) const = 0;
+  // Whether the validation data holds one window at an eval length (text: length + 1 tokens); one that does
+  // not is reported n/a by the evaluation, and needs no memory.
+  virtual bool holds_eval_length(int /*length*/) const { return true; }
 
  protected:
   Tokenizer tokenizer_;
@@ -66,6 +69,7 @@ class TextCorpus : public Corpus {
   Batch batch(Split split, int batch_size, Rng& rng) const override;
   int train_length() const override { return block_size_; }
   int64_t tokens_at(int length) const override { return length; }
+  bool holds_eval_length(int length) const override { return split_tokens(Split::Val) >= int64_t{length} + 1; }
   // Tokens in a split, and windows of `len` tokens starting at `starts`: (B, len) int64.
   virtual int64_t split_tokens(Split split) const { return tokens(split).size(0); }
   virtual torch::Tensor windows(Split split, const std::vector<int64_t>& starts, int64_t len) const;

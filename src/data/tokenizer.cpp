@@ -134,7 +134,9 @@ std::vector<int64_t> Tokenizer::encode(const std::string& text, const std::strin
       }
       if (used != item.size() || v < 0 || v >= vocab_size_)
         throw ConfigError(source + ": '" + item + "' is not a token id below " + std::to_string(vocab_size_) +
-                          " (this run has no tokenizer: write the prompt as ids, e.g. \"12 7 301\")");
+                          " (this run has no tokenizer: write the prompt as ids, e.g. \"" +
+                          std::to_string(std::min<int64_t>(12, vocab_size_ - 1)) + " " +
+                          std::to_string(std::min<int64_t>(7, vocab_size_ - 1)) + " " + std::to_string(vocab_size_ - 1) + "\")");
       ids.push_back(v);
     }
     return ids;

@@ -96,7 +96,8 @@ json evaluate(GPT& model, const Corpus& corpus, const Config& c, const EvalOptio
   const json scaling_json = scaling.to_json();
   for (int length : o.lengths) {
     if (length <= 0) throw ConfigError("--lengths: each length must be a positive integer, got " + std::to_string(length));
-    if (rt.device.is_cpu()) check_evaluation_fits(c, corpus.tokens_at(length));  // every length, before any work
+    // Every length, before any work; one past the validation data is n/a, not a memory question.
+    if (rt.device.is_cpu() && corpus.holds_eval_length(length)) check_evaluation_fits(c, corpus.tokens_at(length));
   }
   // Text: every length together, a chunk of targets at a time, with the key-token loss (after LongPPL):
   // every target's loss with a short context, once for all lengths.

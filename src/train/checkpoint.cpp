@@ -201,7 +201,14 @@ std::string RunPaths::cache() const {
 
 Tokenizer RunPaths::read_vocab() const {
   if (!file_exists(vocab())) throw ConfigError("run " + dir + ": vocab.json, the run's vocabulary, is missing");
-  return Tokenizer::from_json(read_json_file(vocab()), dir);
+  const nlohmann::json j = read_json_file(vocab());  // names the file where it does not parse
+  try {
+    return Tokenizer::from_json(j, dir);
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    // Its own messages begin "vocab.json: ": the run's file by its path instead.
+    throw ConfigError(vocab() + ": " + (what.rfind("vocab.json: ", 0) == 0 ? what.substr(12) : what));
+  }
 }
 
 Config RunPaths::read_config() const {

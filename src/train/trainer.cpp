@@ -85,7 +85,8 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   s.runtime = make_runtime(local);
   // The evaluation that ends training, each length checked before the training rather than after it.
   if (s.runtime.device.is_cpu())
-    for (int length : c.eval.lengths) check_evaluation_fits(c, corpus->tokens_at(length), "eval.lengths");
+    for (int length : c.eval.lengths)
+      if (corpus->holds_eval_length(length)) check_evaluation_fits(c, corpus->tokens_at(length), "eval.lengths");
   // Under OpenMP binding each process pins its first thread to the first CPU it may use: ranks on one machine
   // given the same CPUs all pin to the same ones, and their threads queue for them.
   if (launch.distributed() && launch.local_world_size != 1 && s.runtime.device.is_cpu() && openmp_binds()) {

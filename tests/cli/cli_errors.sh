@@ -220,6 +220,9 @@ check "... and no run is left" test ! -e r9
 # A run whose config.json is JSON but no poslab config: the file is named, as where it does not parse.
 mkdir -p notcfg && cp run/vocab.json run/checkpoint.pt notcfg/ && printf '{"hello": 1}\n' > notcfg/config.json
 expect_fail 2 "notcfg/config.json: " -- "$POSLAB" eval --run notcfg --lengths 8
+# A damaged vocab.json is named by its path too, as the run's.
+mkdir -p badvocab && cp run/config.json run/checkpoint.pt badvocab/ && echo '{}' > badvocab/vocab.json
+expect_fail 2 "badvocab/vocab.json: expected a list of characters or" -- "$POSLAB" eval --run badvocab --lengths 8
 # Where a command's file goes is a directory: refused before the work, not at the rename after it.
 mkdir -p run/eval-dir.json
 expect_fail 2 "--run run: cannot write eval-dir.json there (run/eval-dir.json is a directory); move it away" -- \
@@ -465,6 +468,11 @@ import json; r = {x["length"]: x for x in json.load(open("tokrun/eval.json"))["r
 assert r[40]["status"] == "ok" and r[200]["status"].startswith("n/a: validation split has 100 tokens"), r'
 check "eval --lengths 20,40 runs on a validation file too short for the run's own eval.lengths" \
   bash -c "'$POSLAB' eval --run tokrun --lengths 20,40 --tag short > /dev/null 2>&1"
+# A length past the validation split is n/a, whatever its size: not refused for the memory it would need.
+"$POSLAB" eval --run tokrun --lengths 20,2000000000 --tag huge > /dev/null 2>&1
+check "eval at a length past the validation split, however long: n/a, the others evaluated (exit $?)" /usr/bin/python3 -c '
+import json; r = {x["length"]: x for x in json.load(open("tokrun/eval-huge.json"))["results"]}
+assert r[20]["status"] == "ok" and r[2000000000]["status"].startswith("n/a: validation split has 100 tokens"), r'
 check "data shows training windows of a config whose eval.lengths its validation file cannot hold" \
   bash -c "'$POSLAB' data -c ok.json --set data.kind=tokens --set data.vocab_size=7 --set data.dir=tokv --set eval.lengths=[200] --n 1 > /dev/null 2>&1"
 "$POSLAB" eval --run tokrun --lengths 20,200 --tag past > past.log 2>&1

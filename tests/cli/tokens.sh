@@ -312,6 +312,8 @@ import json; assert json.load(open('runs/ids/vocab.json')) == {'vocab_size': 100
 out=$("$POSLAB" sample --run runs/ids --prompt "1 2 3" --tokens 5 --seed 1 2>/dev/null)
 check "sample on an ids-only run takes and prints ids" bash -c '[[ "$1" =~ ^"1 2 3"( [0-9]+){5}$ ]]' _ "$out"
 expect_fail 2 "--prompt: 'abc' is not a token id below 100" -- "$POSLAB" sample --run runs/ids --prompt "abc"
+expect_fail 2 "--prompt: '100' is not a token id below 100 (this run has no tokenizer: write the prompt as ids, e.g. \"12 7 99\")" -- \
+  "$POSLAB" sample --run runs/ids --prompt "12 100"
 # val.bin the same file as train.bin (a link here): trained, with a warning that validation is training data.
 ln -sf train.bin ids/val.bin
 "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=ids --set data.vocab_size=100 "${SMALL[@]}" \
