@@ -173,10 +173,13 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   const std::string flipped = what_this_shows(results, "loss", rk);
   EXPECT_NE(flipped.find("sinusoidal (+0.05 to 1.85) stays within"), std::string::npos) << flipped;
   EXPECT_NE(flipped.find("alibi (+1.00 to 2.75) rises by more"), std::string::npos) << flipped;
-  // A change that rounds to zero is written without a sign (not "-0.00").
-  results["rows"][3]["loss_mean"] = 1.7499;
-  const std::string unmoved = what_this_shows(results, "loss", rk);
-  EXPECT_NE(unmoved.find("alibi (0.00 to 1.75)"), std::string::npos) << unmoved;
+  // A change that rounds to zero is written as such (not "-0.00", nor "0.00 to 1.75", which reads as a range),
+  // from either side of zero.
+  for (double v : {1.7499, 1.7501}) {
+    results["rows"][3]["loss_mean"] = v;
+    const std::string unmoved = what_this_shows(results, "loss", rk);
+    EXPECT_NE(unmoved.find("alibi (\u00b10.00 to 1.75)"), std::string::npos) << unmoved;
+  }
   // Better past the training length by more than the margin is said as such, not as "within" it.
   results["rows"][3]["loss_mean"] = 1.50;
   const std::string better = what_this_shows(results, "loss", rk);

@@ -8,6 +8,7 @@
 #include "cli/validators.h"
 #include "config/config.h"
 #include "probe/probe.h"
+#include "train/run_dir.h"
 #include "util/files.h"
 #include "util/scripts.h"
 
@@ -44,9 +45,9 @@ void add_probe(CLI::App& app) {
   auto* cmd = app.add_subcommand("probe", "Retrieval past the training length (passkey, mqar); writes RUN/probe-TASK.json and "
                                           "RUN/probe-TASK.png");
   cmd->add_option("--run,-r", o->run, "Run directory")->required();
-  cmd->add_option("--task,-t", o->probe.task,
+  auto* task_opt = cmd->add_option("--task,-t", o->probe.task,
                   "Probe: passkey (a key hidden in filler, any run whose vocabulary has digits) or mqar (a run trained on "
-                  "data.task mqar: distance and load axes) (default passkey)");
+                  "data.task mqar: distance and load axes) (default: mqar for a run trained on data.task mqar, else passkey)");
   // Given empty (--lengths "") is an error, not the default: counted, not tested for emptiness.
   auto* lengths_opt = cmd->add_option("--lengths,-l", o->lengths, "Comma-separated document lengths in tokens (default: passkey: the run's eval lengths; mqar: 1, 2, 4 and 8 "
                   "times its training length in tokens)");
@@ -68,7 +69,14 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--seed", o->probe.seed, "Seed of the documents (default 1)");
   add_rope_scaling_flags(cmd, o->rope_scaling);
   cmd->add_flag("--no-plot", o->no_plot, "Write the JSON only");
-  cmd->callback([o, lengths_opt, depths_opt] {
+  cmd->callback([o, lengths_opt, depths_opt, task_opt] {
+    // A run trained on mqar has no characters to write a passkey document in: its own probe is the default.
+    if (task_opt->count() == 0 && is_run_dir(o->run)) try {
+        const Config rc = RunPaths{o->run}.read_config();
+        if (rc.data.kind == "task" && rc.data.task == "mqar") o->probe.task = "mqar";
+      } catch (const ConfigError&) {
+        // probe_run names what is wrong with the run
+      }
     if (lengths_opt->count() > 0) o->probe.lengths = parse_lengths(o->lengths, "--lengths");
     if (depths_opt->count() > 0) o->probe.depths = parse_depths(o->depths);
     o->probe.controls = !o->no_controls;

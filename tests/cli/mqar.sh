@@ -191,8 +191,9 @@ assert abs(p["effective_multiple"] - eff / p["train_length"]) < 1e-12
 PY
 check "the probe prints its table" grep -q "distance 2" probe.out
 cp run/probe-mqar.json first.json
-"$POSLAB" probe --run run --task mqar --lengths 9,18,36,40 --trials 40 --seed 5 --no-plot >/dev/null 2>&1
-check "the probe is deterministic from --seed" cmp -s first.json run/probe-mqar.json
+rm run/probe-mqar.json
+"$POSLAB" probe --run run --lengths 9,18,36,40 --trials 40 --seed 5 --no-plot >/dev/null 2>&1
+check "the probe is deterministic from --seed (and mqar is the default --task on a run trained on mqar)" cmp -s first.json run/probe-mqar.json
 if $PY -c "import matplotlib" 2>/dev/null; then
   "$POSLAB" probe --run run --task mqar --lengths 9,18 --trials 5 >/dev/null 2>&1
   check "the probe draws its axis x length heat map" test -s run/probe-mqar.png
