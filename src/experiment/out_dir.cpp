@@ -100,11 +100,27 @@ static std::string experiment_difference(const json& saved, const json& mine) {
 
 // A shard's output directory is shared with the experiment's other shards: they must all run one
 // experiment, from one file, or aggregating them would average cells of different configs as seeds.
-void check_same_experiment(const json& mine, const CompareOptions& o, bool at_end) {
+void check_same_experiment(const json& mine, const Experiment& full, const CompareOptions& o, bool at_end) {
   const std::string saved_path = o.out + "/experiment.json";
   if (!file_exists(saved_path)) return;
-  const std::string difference = experiment_difference(read_json_file(saved_path), mine);
+  std::string difference = experiment_difference(read_json_file(saved_path), mine);
   if (difference.empty()) return;
+  // A cell's config digest differs: the key, from the config the other shard wrote for that cell (OUT/configs).
+  if (difference.rfind("/cells/", 0) == 0 && difference.find("/config_sha256:") != std::string::npos) {
+    const size_t n = std::stoul(difference.substr(7));
+    if (n < full.cells.size()) {
+      const Cell& c = full.cells[n];
+      const std::string theirs = o.out + "/configs/" + c.name + ".json";
+      std::string key;
+      try {
+        if (file_exists(theirs))
+          key = cell_config_difference(config_from_json(read_json_file(theirs)), config_from_json(c.config), /*eval_too=*/true);
+      } catch (const std::exception&) {
+        // unreadable: the digest says it
+      }
+      difference = "cell " + c.name + ": " + (key.empty() ? "its config differs" : key);
+    }
+  }
   if (!at_end)
     throw ConfigError("--out " + o.out + ": experiment.json there is another experiment's (" + difference +
                       "); every shard of one output directory runs the same experiment file: use another --out");

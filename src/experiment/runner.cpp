@@ -164,7 +164,7 @@ static void run_eval_grid(const Experiment& e, const CompareOptions& o, std::map
 json run_experiment(const Experiment& full, const CompareOptions& o) {
   // Before anything is written: a shard's directory holds one experiment, and finished cells their configs.
   const json saved_experiment = experiment_to_json(full);
-  if (o.shard.active()) check_same_experiment(saved_experiment, o, /*at_end=*/false);
+  if (o.shard.active()) check_same_experiment(saved_experiment, full, o, /*at_end=*/false);
   check_cells_match(full, o);
   // One compare at a time per output directory (per shard: a shard's cells are its own): a second one
   // would train the same cells beside the first and overwrite its files. Shards hold the directory's lock
@@ -308,7 +308,7 @@ json run_experiment(const Experiment& full, const CompareOptions& o) {
   if (!e.eval_grid.empty() && !stop_requested()) run_eval_grid(e, o, failures);
   follow_ups.finish();
   if (o.shard.active()) {
-    check_same_experiment(saved_experiment, o, /*at_end=*/true);
+    check_same_experiment(saved_experiment, full, o, /*at_end=*/true);
     spdlog::info("shard {}/{} done; once every shard is: poslab compare --aggregate {}", o.shard.index, o.shard.count, o.out);
     json failed = json::array();
     for (const auto& [name, error] : failures) failed.push_back(name);

@@ -45,7 +45,7 @@ void check_cells_match(const Experiment& e, const CompareOptions& o);
 std::set<std::string> adopt_eval_settings(const Experiment& e, const CompareOptions& o);
 // A shard's output directory holds one experiment: OUT/experiment.json, if there, must be `mine`. Before
 // the cells (at_end false) a ConfigError; after them a runtime error (another shard rewrote it meanwhile).
-void check_same_experiment(const nlohmann::json& mine, const CompareOptions& o, bool at_end);
+void check_same_experiment(const nlohmann::json& mine, const Experiment& full, const CompareOptions& o, bool at_end);
 // Evaluation variants' and probes' files in the cells that an earlier definition of them wrote: removed.
 void drop_stale_follow_ups(const Experiment& full, const CompareOptions& o);
 // A finished cell's eval.json or probe file that another command wrote over: removed, to be done again.

@@ -42,7 +42,7 @@ PY
 # grid is the same) is refused before any work, naming the difference ...
 sed 's/"max_iters": 12/"max_iters": 8/' base.json > base_b.json
 printf '{"name": "sh", "base": "base_b.json", "grid": {"model.pos_encoding.kind": ["rope", "alibi", "none"]}}\n' > exp_b.json
-expect_fail 2 "experiment.json there is another experiment's (/cells/0/config_sha256" -- \
+expect_fail 2 "experiment.json there is another experiment's (cell kind=rope: train.max_iters is 12 there, 8 in the experiment); every shard of one output directory runs the same experiment file" -- \
   "$POSLAB" compare -c exp_b.json --out parts --shard 1/2 --no-plots
 check "the refused shard trained nothing" test "$(ls parts/cells | wc -l)" -eq 3
 # ... and where shards of two experiment files started together (neither saw the other's experiment.json),
