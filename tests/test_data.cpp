@@ -285,3 +285,44 @@ TEST(TextCorpus, SplitsNinetyTenAndRefusesShortFiles) {
   d.path = dir.file("empty.txt", "");
   EXPECT_THROW(TextCorpus(d, 16), ConfigError);
 }
+
+// Passkey documents scored on the answer alone ("answer"): only a suffix of each document's targets from the
+// key on is scored, every scored target is the next input, and that holds at every batch size. At one row a
+// window's inputs and targets were two views of one buffer, and writing the document's inputs overwrote its
+// masked targets: every target was scored.
+TEST(TextCorpus, PasskeyAnswerLossMasksAtEveryBatchSize) {
+  poslab::testing::TempDir dir;
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += "The grass is green. The sky is blue. Here we go. What is the key? 0123456789. ";
+  DataConfig d;
+  d.kind = "text";
+  d.path = dir.file("t.txt", text);
+  d.probes.passkey.fraction = 1.0;
+  d.probes.passkey.digits = 2;
+  d.probes.passkey.loss = "answer";
+  const int64_t T = 64;
+  TextCorpus corpus(d, T);
+  for (int batch : {1, 2, 3}) {
+    Rng rng(7);
+    const auto b = corpus.batch(Split::Train, batch, rng);
+    ASSERT_EQ(b.x.sizes(), b.y.sizes());
+    EXPECT_NE(b.x.data_ptr<int64_t>() + 1, b.y.data_ptr<int64_t>()) << "inputs and targets share a buffer";
+    const auto x = b.x.accessor<int64_t, 2>();
+    const auto y = b.y.accessor<int64_t, 2>();
+    for (int r = 0; r < batch; ++r) {
+      int64_t first = -1, scored = 0;
+      for (int64_t t = 0; t < T; ++t) {
+        if (y[r][t] < 0) {
+          EXPECT_EQ(first, -1) << "batch " << batch << " row " << r << ": a masked target after a scored one at " << t;
+          continue;
+        }
+        if (first < 0) first = t;
+        ++scored;
+        if (t + 1 < T) EXPECT_EQ(y[r][t], x[r][t + 1]) << "batch " << batch << " row " << r << " position " << t;
+      }
+      // The key's digits and what follows them in the document, never the filler before it.
+      EXPECT_GE(scored, 2) << "batch " << batch << " row " << r;
+      EXPECT_LT(scored, T / 2) << "batch " << batch << " row " << r << ": " << scored << " of " << T << " targets scored";
+    }
+  }
+}

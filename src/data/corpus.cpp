@@ -129,7 +129,10 @@ Batch TextCorpus::batch(Split split, int batch_size, Rng& rng) const {
   std::vector<int64_t> starts(batch_size);
   for (auto& s : starts) s = rng.below(split_tokens(split) - T);
   auto w = windows(split, starts, T + 1);  // (B, T+1)
-  Batch out{w.slice(1, 0, T).contiguous(), w.slice(1, 1, T + 1).contiguous()};
+  // Copies, not views: at one row a slice of w counts as contiguous already, so .contiguous() would hand back
+  // two views of one buffer, and the passkey rows below, written through x, would overwrite y's masks.
+  const auto copy = [](const torch::Tensor& t) { return t.clone(torch::MemoryFormat::Contiguous); };
+  Batch out{copy(w.slice(1, 0, T)), copy(w.slice(1, 1, T + 1))};
   if (split == Split::Train && passkey_.fraction > 0) {
     // Each window is replaced by a passkey document with probability `fraction` (drawn after the
     // window starts, so a run without passkey documents draws exactly the same windows).
