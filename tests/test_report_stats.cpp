@@ -173,12 +173,12 @@ TEST(ReportStats, WhatThisShowsIsWrittenFromTheNumbers) {
   const std::string flipped = what_this_shows(results, "loss", rk);
   EXPECT_NE(flipped.find("sinusoidal (+0.05 to 1.85) stays within"), std::string::npos) << flipped;
   EXPECT_NE(flipped.find("alibi (+1.00 to 2.75) rises by more"), std::string::npos) << flipped;
-  // A change that rounds to zero is written as such (not "-0.00", nor "0.00 to 1.75", which reads as a range),
-  // from either side of zero.
-  for (double v : {1.7499, 1.7501}) {
+  // A change that rounds to zero keeps its direction (not "0.00 to 1.75", which reads as a range); none is "±0.00".
+  for (auto [v, want] : std::vector<std::pair<double, std::string>>{
+           {1.7499, "alibi (-0.00 to 1.75)"}, {1.7501, "alibi (+0.00 to 1.75)"}, {1.75, "alibi (\u00b10.00 to 1.75)"}}) {
     results["rows"][3]["loss_mean"] = v;
     const std::string unmoved = what_this_shows(results, "loss", rk);
-    EXPECT_NE(unmoved.find("alibi (\u00b10.00 to 1.75)"), std::string::npos) << unmoved;
+    EXPECT_NE(unmoved.find(want), std::string::npos) << want << " in: " << unmoved;
   }
   // Better past the training length by more than the margin is said as such, not as "within" it.
   results["rows"][3]["loss_mean"] = 1.50;

@@ -84,12 +84,13 @@ std::string fmt(double v, int digits) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
-// "+0.09", "-0.01"; a change that rounds to zero "±0.00".
+// "+0.09", "-0.01"; a change that rounds to zero keeps its direction ("+0.00", "-0.00"; a bare "0.00" beside
+// "to 1.75" reads as a range), and none at all is "±0.00".
 std::string signed_fmt(double v, int digits) {
-  const std::string s = fmt(v, digits);
-  // Rounded to zero: neither "-0.00" nor a bare "0.00", which beside "to 1.75" reads as a range.
-  if (s.find_first_not_of("-0.") == std::string::npos) return "\u00b1" + fmt(0.0, digits);
-  return (v >= 0 ? "+" : "") + s;
+  const std::string zero = fmt(0.0, digits);
+  if (v == 0) return "\u00b1" + zero;
+  if (fmt(std::abs(v), digits) == zero) return (v > 0 ? "+" : "-") + zero;
+  return (v > 0 ? "+" : "") + fmt(v, digits);
 }
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
