@@ -88,10 +88,9 @@ static void train_command(const TrainOptions& o, const Launch& launch) {
       if (!o.init_from.empty() && scaling.kind != "none" && scaling.original_length == 0 &&
           file_exists(RunPaths{dir}.init_from()))
         scaling.original_length = read_json_file(RunPaths{dir}.init_from()).value("block_size", 0);
-      const auto diff = nlohmann::json::diff(config_to_json(saved), config_to_json(c));
-      if (!diff.empty())
-        throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" +
-                          diff[0]["path"].get<std::string>() + " differs); pick another --out");
+      const std::string difference = first_config_difference(config_to_json(saved), config_to_json(c), "there", "here");
+      if (!difference.empty())
+        throw ConfigError("--resume-if-exists: " + dir + " holds a run of another config (" + difference + "); pick another --out");
       become_training_process();
       spdlog::info("--resume-if-exists: continuing the run in {}", dir);
       result = train_resume(dir, o.stop_at, launch);

@@ -234,6 +234,11 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 // Parses a JSON text, turning a syntax error into a ConfigError with line and column.
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
 nlohmann::json read_json_file(const std::string& path);
+// The first key where two configs (as config_to_json writes them) differ, as a config names it, with both
+// values: "train.max_iters is 20 THERE, 30 HERE" ("" where they do not). A list is named whole (a difference
+// inside it, "/eval/lengths/-", points at an element, which says nothing to a reader).
+std::string first_config_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& there,
+                                    const std::string& here);
 // Is `v` an integer that fits an int? (get<int> on anything else converts out of range.)
 bool json_fits_int(const nlohmann::json& v);
 // A number as messages write it: JSON's form ("0.0", "1e-05"), and "nan", "inf" or "-inf" where JSON writes null.

@@ -244,4 +244,16 @@ void apply_overrides(json& config, const std::vector<std::string>& overrides, co
   }
 }
 
+std::string first_config_difference(const json& a, const json& b, const std::string& there, const std::string& here) {
+  const auto diff = json::diff(a, b);
+  if (diff.empty()) return "";
+  json::json_pointer at(diff[0]["path"].get<std::string>());
+  while (!at.empty() && (at.back() == "-" || at.back().find_first_not_of("0123456789") == std::string::npos))
+    at = at.parent_pointer();
+  std::string key = at.to_string().substr(1);
+  std::replace(key.begin(), key.end(), '/', '.');
+  return key + " is " + (a.contains(at) ? a.at(at).dump() : "unset") + " " + there + ", " +
+         (b.contains(at) ? b.at(at).dump() : "unset") + " " + here;
+}
+
 }  // namespace poslab

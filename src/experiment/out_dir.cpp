@@ -20,17 +20,7 @@ static std::string cell_config_difference(Config saved, const Config& want, bool
   saved.model.vocab_size = want.model.vocab_size;
   saved.train.threads = want.train.threads;
   if (!eval_too) saved.eval = want.eval;
-  const json a = config_to_json(saved), b = config_to_json(want);
-  const auto diff = json::diff(a, b);
-  if (diff.empty()) return "";
-  // A list whole: a diff inside it points at an element ("/eval/lengths/-", appended), which says nothing to a reader.
-  json::json_pointer at(diff[0]["path"].get<std::string>());
-  while (!at.empty() && (at.back() == "-" || at.back().find_first_not_of("0123456789") == std::string::npos))
-    at = at.parent_pointer();
-  std::string key = at.to_string().substr(1);
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key + " is " + (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
-         " in the experiment";
+  return first_config_difference(config_to_json(saved), config_to_json(want), "there", "in the experiment");
 }
 
 // A cell directory that holds a run (finished or to resume) must hold this cell's config: an experiment file

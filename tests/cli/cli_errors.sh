@@ -70,7 +70,7 @@ check "no run directory left behind by bad input" test ! -e r1
 "$POSLAB" train -c ok.json --out run >/dev/null 2>&1
 check "a good run trains" test -f run/checkpoint.pt
 expect_fail 2 "already holds a run" -- "$POSLAB" train -c ok.json --out run
-expect_fail 2 "--resume-if-exists: run holds a run of another config (/train/max_iters differs)" -- "$POSLAB" train -c ok.json --set train.max_iters=4 --out run --resume-if-exists
+expect_fail 2 "--resume-if-exists: run holds a run of another config (train.max_iters is 3 there, 4 here); pick another --out" -- "$POSLAB" train -c ok.json --set train.max_iters=4 --out run --resume-if-exists
 expect_fail 2 "train.checkpoint_interval must be >= 0" -- "$POSLAB" train -c ok.json --set train.checkpoint_interval=-1 --out r8
 expect_fail 2 "--lengths: '0' is not a positive integer" -- "$POSLAB" eval --run run --lengths 0
 expect_fail 2 "--lengths: 8 is listed twice" -- "$POSLAB" eval --run run --lengths 8,16,8
