@@ -276,9 +276,16 @@ void add_pe(CLI::App& app) {
     Config c;
     try {
       std::vector<std::string> sets;
+      // Keys pe sets from its own flags: given as an --option too, one of the two would be dropped unsaid.
+      static const std::map<std::string, std::string> flagged = {
+          {"kind", "--kind"}, {"base", "--base"}, {"scale", "--scale"}, {"bits", "--bits"}, {"plugin", "--plugin"},
+          {"randomize", "--randomize"}, {"rope_scaling", "--rope-scaling, --factor and --original-length"}};
       for (const auto& item : o->options) {
         if (item.find('=') == std::string::npos || item.front() == '=')
           throw ConfigError("--option " + item + ": expected KEY=VALUE (a key of model.pos_encoding)");
+        const std::string key = item.substr(0, item.find_first_of("=."));
+        if (flagged.count(key))
+          throw ConfigError("--option " + item + ": pe has its own flag for this key (" + flagged.at(key) + "); give that instead");
         sets.push_back("model.pos_encoding." + item);
       }
       nlohmann::json full = default_config_json();  // --option may name any key of the section
@@ -287,6 +294,17 @@ void add_pe(CLI::App& app) {
       c = config_from_json(full);
     } catch (const ConfigError& e) {
       throw as_flag_error(e);
+    }
+    // An --option this kind does not read (npos, cope's, on rope) would print the same numbers: refused, as
+    // train --set refuses it.
+    const auto readers = encoding_option_readers();
+    for (const auto& item : o->options) {
+      const std::string key = item.substr(0, item.find_first_of("=."));
+      const auto it = readers.find(key);
+      if (it != readers.end() && std::find(it->second.begin(), it->second.end(), c.model.pos_encoding.kind) == it->second.end())
+        throw ConfigError("--option " + key + " is read by " +
+                          (it->second.size() == 1 ? "--kind " + it->second[0] : "the kinds " + join_kinds(it->second)) +
+                          ", but --kind is " + c.model.pos_encoding.kind);
     }
     // A flag this kind does not read would print the same numbers and say nothing: a warning (not an error:
     // one command line looped over every kind, --heads given for the bias kinds, is a fair use).

@@ -146,6 +146,11 @@ expect_fail 2 "--option npos must be positive, got 0" -- "$POSLAB" pe --kind cop
 expect_fail 2 "--option nps: unknown key" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option nps=3
 expect_fail 2 "--option =3: expected KEY=VALUE" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option =3
 expect_fail 2 "--option npos: expected KEY=VALUE" -- "$POSLAB" pe --kind cope --positions 4 --dim 8 --option npos
+# An --option the kind does not read, or one pe has a flag for (one of the two would be dropped unsaid): refused.
+expect_fail 2 "--option npos is read by --kind cope, but --kind is rope" -- "$POSLAB" pe --kind rope --positions 4 --dim 4 --option npos=8
+expect_fail 2 "--option base=2: pe has its own flag for this key (--base); give that instead" -- "$POSLAB" pe --kind rope --positions 4 --dim 4 --option base=2 --base 3
+expect_fail 2 "--option rope_scaling.kind=yarn: pe has its own flag for this key (--rope-scaling, --factor and --original-length)" -- \
+  "$POSLAB" pe --kind rope --positions 4 --dim 4 --option rope_scaling.kind=yarn
 expect_fail 2 "--param 'r1': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1
 expect_fail 2 "--param 'r1=x': expected name=number" -- "$POSLAB" pe --kind kerple_log --positions 4 --dim 8 --param r1=x
 expect_fail 2 "--param c: not a parameter of kerple_power (known: r1, r2)" -- "$POSLAB" pe --kind kerple_power --positions 4 --dim 8 --param c=1
