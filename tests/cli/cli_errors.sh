@@ -549,6 +549,8 @@ if [ -f "$PLUGINS/libgaussian_bias.so" ]; then
   expect_fail 2 "libbad_nothing.so: registers no encoding" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_nothing.so --out r7
   expect_fail 2 "libbad_builtin.so: registers encoding kind 'alibi', which is a built-in" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_builtin.so --out r7
   expect_fail 2 "libbad_twice.so: registers encoding kind 'twin_bias' twice" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_twice.so --out r7
+  expect_fail 2 "libbad_null_option.so: kind 'null_option_bias': its option 'thing' has a null default, which no config value could replace" -- \
+    "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_null_option.so --out r7
   expect_fail 2 "$PE.kind throwing_bias (plug-in $PLUGINS/libbad_throws.so): its constructor failed: no widths left" -- "$POSLAB" train -c ok.json --set $PE.plugin=$PLUGINS/libbad_throws.so --set $PE.kind=throwing_bias --out r7
   expect_fail 2 "--plugin $PLUGINS/libbad_nothing.so: registers no encoding" -- "$POSLAB" pe --plugin $PLUGINS/libbad_nothing.so --kind alibi -n 4 -d 4
   # Plug-in code that throws what is not a std::exception; kinds registered from a static EncodingRegistrar

@@ -1,9 +1,9 @@
 // Plug-ins that poslab must refuse in one line (tests/cli/cli_errors.sh, tests/test_registry.cpp): no entry
 // points, an ABI mismatch, registers nothing, a built-in's kind, one kind twice, a throwing constructor, a
 // registration that throws what is not a std::exception, a kind whose forward pass throws what is not a
-// std::exception, hooks that return a wrong shape or nan, a learned bias declared constant; libraries without
-// entry points that register a kind from a static EncodingRegistrar as they load (inside dlopen): a built-in's
-// name, a free one; and a plug-in whose own static initializer throws inside dlopen.
+// std::exception, hooks that return a wrong shape or nan, a learned bias declared constant, an option with a null
+// default; libraries without entry points that register a kind from a static EncodingRegistrar as they load
+// (inside dlopen): a built-in's name, a free one; and a plug-in whose own static initializer throws inside dlopen.
 // Each is a real shared library built against this poslab, all from this one object (tests/CMakeLists.txt): a
 // library is libbad_VARIANT.so and reads its variant from its own file name as it loads, since every compile
 // here loads the precompiled LibTorch header (~11 s), once instead of once per variant. The variants without
@@ -129,6 +129,10 @@ extern "C" __attribute__((visibility("default"))) void poslab_plugin_register(po
     s.make = [](const PositionalOptions&) -> std::shared_ptr<poslab::PositionalEncodingImpl> {
       throw std::runtime_error("no widths left");
     };
+    registrar.add(std::move(s));
+  } else if (v == "null_option") {
+    auto s = spec("null_option_bias");
+    s.options = {{"thing", nullptr}};  // a default no config value could replace
     registrar.add(std::move(s));
   } else if (v == "static_throws") {
     registrar.add(spec("static_throws_bias"));  // not reached: its library failed to load

@@ -94,10 +94,16 @@ static std::vector<EncodingSpec> plugin_kinds(void* handle, std::vector<Encoding
     if (!spec.options.is_object()) throw ConfigError(where + "kind '" + spec.kind + "': its options must be a JSON object");
     // Its options sit beside the built-in keys in model.pos_encoding: they must not take one of their names.
     const auto& builtin = default_config_json()["model"]["pos_encoding"];
-    for (auto it = spec.options.begin(); it != spec.options.end(); ++it)
+    for (auto it = spec.options.begin(); it != spec.options.end(); ++it) {
       if (builtin.contains(it.key()))
         throw ConfigError(where + "kind '" + spec.kind + "': its option '" + it.key() +
                           "' has the name of a built-in key of model.pos_encoding; choose another");
+      // A config's value must have its default's type: a null default would take no value but null.
+      if (it.value().is_null())
+        throw ConfigError(where + "kind '" + spec.kind + "': its option '" + it.key() +
+                          "' has a null default, which no config value could replace (a value must have its default's "
+                          "type); give a number, string, bool, list or object");
+    }
   }
   return std::move(registrar.specs);
 }
