@@ -77,7 +77,15 @@ json eval_task_length(GPT& model, const TaskCorpus& corpus, const Config& c, int
 EvalRopeScaling::EvalRopeScaling(GPT& m, const Config& c, const std::optional<RopeScalingConfig>& asked,
                                  int64_t train_tokens)
     : model(m), previous(m->pos->rope_scaling()), scaling(previous) {
-  if (asked || c.eval.rope_scaling.kind != "none") scaling = to_rope_scaling(asked.value_or(c.eval.rope_scaling), train_tokens);
+  if (asked || c.eval.rope_scaling.kind != "none") {
+    scaling = to_rope_scaling(asked.value_or(c.eval.rope_scaling), train_tokens);
+    // The length a scaling stretches from is the one the model learned: one past it stretches from positions
+    // the model never saw (allowed: it is what the flag says; said, as it is rarely meant).
+    if (scaling.active() && scaling.original_length > train_tokens)
+      spdlog::warn("RoPE scaling: original length {} is past the run's training length of {} tokens; the scaling "
+                   "stretches from positions the model never saw (the default, its training length, is what YaRN and "
+                   "NTK assume)", scaling.original_length, train_tokens);
+  }
   model->pos->set_rope_scaling(scaling);
 }
 

@@ -504,6 +504,13 @@ a, b = (json.load(open(r + "/probe-passkey.json")) for r in ("rplain", "ryarn"))
 assert a["rope_scaling"] == b["rope_scaling"] and a["results"] == b["results"], (a["rope_scaling"], b["rope_scaling"])
 PY
 expect_fail 2 "probe: --rope-scaling yarn needs --factor S (above 1)" -- "$POSLAB" probe --run rplain --rope-scaling yarn
+# An original length past the run's training length (64) is allowed, and said: the scaling stretches from
+# positions the model never saw.
+"$POSLAB" eval --run rplain --lengths 64 --rope-scaling yarn --factor 4 --original-length 1000 --tag far > far.log 2>&1
+check "eval --original-length past the training length: evaluated (exit $?), with a warning naming both lengths" \
+  grep -q "RoPE scaling: original length 1000 is past the run's training length of 64 tokens" far.log
+"$POSLAB" eval --run rplain --lengths 64 --rope-scaling yarn --factor 4 --tag near > near.log 2>&1
+check "... and none at the training length" bash -c '! grep -q "original length" near.log'
 expect_fail 2 "probe: --factor and --original-length need --rope-scaling KIND" -- "$POSLAB" probe --run rplain --factor 2
 expect_fail 2 "not to 'alibi', which has no rotary frequencies" -- "$POSLAB" probe --run run --rope-scaling yarn --factor 2 --lengths 64
 # In a grid whose cells evaluate with a scaling of their own, the probe (run with it) stands beside the
