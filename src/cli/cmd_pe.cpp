@@ -3,6 +3,7 @@
 // explain it (--plot: poslab computes the numbers, scripts/plots draws them).
 #include <cctype>
 #include <cmath>
+#include <regex>
 #include <cstdio>
 #include <iomanip>
 #include <iostream>
@@ -90,6 +91,9 @@ static ConfigError as_flag_error(const ConfigError& e) {
   replace_all("--set model.pos_encoding.", "--option ", false);  // what --option KEY=VALUE became
   for (const auto& [key, flag] : flags) replace_all(key, flag, true);
   replace_all("model.pos_encoding.", "--option ", false);  // the other keys of the section: only --option sets them
+  // pe has no model width for a rotary kind: --dim is the head size itself.
+  what = std::regex_replace(what, std::regex(R"(--dim must be such that the head size n_embd/n_head is even for (\w+) \(it rotates pairs; here \d+/\d+ = \d+\))"),
+                            "--dim, the head size, must be even for $1 (it rotates pairs)");
   return ConfigError(what);
 }
 

@@ -112,7 +112,7 @@ expect_fail 2 "has shape" -- "$POSLAB" eval --run wider --lengths 8
 expect_fail 2 "not in the run's vocabulary" -- "$POSLAB" sample --run run --prompt "ZZZ" --tokens 3
 expect_fail 2 "--format" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --format xml
 expect_fail 2 "unknown encoding 'nope'" -- "$POSLAB" pe --kind nope --positions 4 --dim 8
-expect_fail 2 "--dim must be such that the head size n_embd/n_head is even for rope" -- "$POSLAB" pe --kind rope --positions 4 --dim 7
+expect_fail 2 "--dim, the head size, must be even for rope (it rotates pairs), got 7" -- "$POSLAB" pe --kind rope --positions 4 --dim 7
 # Below rotary_fraction 1 the rotated part is even by construction, as a model takes it: 9 dims at 0.5 rotate 4.
 check "pe rope takes an odd head size below rotary_fraction 1" /usr/bin/python3 -c '
 import json, subprocess, sys
