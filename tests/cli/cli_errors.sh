@@ -100,9 +100,9 @@ expect_fail 2 "run nowhere: no run here" -- "$POSLAB" eval --run nowhere --lengt
 cp -r run truncated && head -c 1000 run/checkpoint.pt > truncated/checkpoint.pt
 expect_fail 2 "truncated or corrupt" -- "$POSLAB" eval --run truncated --lengths 8
 # A finished run whose checkpoint.pt was removed: --resume would start it over from step 0 under its name.
-cp -r run nockpt && rm nockpt/checkpoint.pt
-expect_fail 2 "--resume nockpt: checkpoint.pt is missing, but nockpt/summary.json says the run reached step" -- "$POSLAB" train --resume nockpt
-check "... and its metrics are left as they were" cmp -s run/metrics.jsonl nockpt/metrics.jsonl
+cp -r run lostckpt && rm lostckpt/checkpoint.pt
+expect_fail 2 "--resume lostckpt: checkpoint.pt is missing, but lostckpt/summary.json says the run reached step" -- "$POSLAB" train --resume lostckpt
+check "... and its metrics are left as they were" cmp -s run/metrics.jsonl lostckpt/metrics.jsonl
 cp -r run garbage && head -c 5000 /dev/urandom > garbage/checkpoint.pt
 expect_fail 2 "truncated or corrupt" -- "$POSLAB" eval --run garbage --lengths 8
 cp -r run other && sed -i 's/"kind": "learned"/"kind": "rope"/' other/config.json
@@ -126,7 +126,7 @@ expect_fail 2 "--param r2=3.000000: kerple_power keeps r2 in [0.01, 2]" -- "$POS
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --factor 2
 expect_fail 2 "--factor and --original-length need --rope-scaling KIND" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --original-length 2
 expect_fail 2 "--factor: rope scaling 'yarn' needs a factor above 1" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --rope-scaling yarn --factor 1
-expect_fail 2 "--dim must be such that the head size n_embd/n_head is even for xpos" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
+expect_fail 2 "--dim, the head size, must be even for xpos (it rotates pairs), got 7" -- "$POSLAB" pe --kind xpos --positions 4 --dim 7
 # The smallest scale_base the message suggests passes: at 127 positions 1 does not (the limit is 2 floor(80 s / ln 3.5)).
 expect_fail 2 "over --positions = 127 tokens (at least 1.01), got 1" -- "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1
 check "...and the suggested 1.01 is taken" "$POSLAB" pe --kind xpos --positions 127 --dim 8 --option scale_base=1.01 --format json > /dev/null
