@@ -6,6 +6,8 @@
 #if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
 #include "distributed/rendezvous.h"
 
+#include <spdlog/spdlog.h>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -65,8 +67,15 @@ static void wait_for_readers(c10d::Store& store, const Launch& l, const std::str
 // its error stops this rank too (rank 0 first waits until the others have read it).
 static std::vector<uint8_t> get_unless_failed(c10d::Store& store, const Launch& l, const std::string& key,
                                               std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now(), deadline = start + timeout;
+  bool said = false;  // a rank not started yet leaves the others waiting: said after a few seconds, not a silent hang
   for (;;) {
+    if (!said && std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) {
+      said = true;
+      spdlog::warn("distributed (rank {} of {}): waiting for the other ranks at the rendezvous ({}:{}), up to {} s in all "
+                   "(POSLAB_DIST_TIMEOUT_S)", l.rank, l.world_size, l.master_addr, l.master_port,
+                   std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
+    }
     if (store.check({kFailed})) {
       const std::string error = text(store.get(kFailed));
       if (l.rank != 0) store.add(kFailedRead, 1);

@@ -119,6 +119,13 @@ check "batch not divisible by the world size: exit 2 (got $(cat lone5.rc)), the 
            grep -q "^poslab: distributed launch (RANK/WORLD_SIZE, world size 3): rank 0 stopped before the rendezvous: train.batch_size: 8 is not divisible by the world size 3.*; waiting up to 3 s" lone5.log &&
            tail -1 lone5.log | grep -q "^poslab: error: train.batch_size: 8 is not divisible by the world size 3 (it is the global batch" &&
            [ ! -e bad5 ]'
+# A rank 0 started alone with a valid config waits for ranks not started yet: after a few seconds it says so
+# (the launch looked hung), then gives up at the timeout naming it.
+RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=7 \
+  "$POSLAB" train -c tiny.json --out alone > alone.log 2>&1
+echo $? > alone.rc
+check "rank 0 alone: the wait is said after a few seconds, then it fails at the timeout (exit $(cat alone.rc))" \
+  bash -c '[ "$(cat alone.rc)" != 0 ] && grep -q "distributed (rank 0 of 2): waiting for the other ranks at the rendezvous (127.0.0.1:[0-9]*), up to 7 s in all (POSLAB_DIST_TIMEOUT_S)" alone.log && [ ! -e alone/checkpoint.pt ]'
 expect_fail 2 "SLURM_PROCID=4 must be below SLURM_NTASKS=4" -- env SLURM_PROCID=4 SLURM_NTASKS=4 MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad6
 expect_fail 2 "OMPI_COMM_WORLD_SIZE='' is not an integer" -- env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE= MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad7
 unset MASTER_PORT
