@@ -71,10 +71,12 @@ std::set<std::string> adopt_eval_settings(const Experiment& e, const CompareOpti
   return adopted;
 }
 
-// Where OUT/experiment.json, as saved, and this experiment differ: "" when they are one experiment (its
-// file's path and description aside: a copy of the file elsewhere is the same experiment), else the first
-// differing key as "KEY: SAVED there, MINE here".
-static std::string experiment_difference(const json& saved, const json& mine) {
+// Where OUT/experiment.json, as saved, and this experiment (`full`) differ: "" when they are one experiment
+// (its file's path and description aside: a copy of the file elsewhere is the same experiment), else the first
+// differing key as "KEY: SAVED there, MINE here"; where it is a cell's config digest, the cell and the config
+// key, from the config the other shard wrote for that cell (OUT/configs).
+static std::string experiment_difference(const json& saved, const json& mine, const Experiment& full,
+                                         const CompareOptions& o) {
   json a = saved, b = mine;
   for (json* j : {&a, &b}) j->erase("path"), j->erase("description");
   // Saved by a poslab that kept no digests: the cells' names and settings are what can be compared.
@@ -84,20 +86,8 @@ static std::string experiment_difference(const json& saved, const json& mine) {
   if (diff.empty()) return "";
   const std::string path = diff[0]["path"].get<std::string>();
   const json::json_pointer at(path);
-  return path + ": " + (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
-         " here";
-}
-
-// A shard's output directory is shared with the experiment's other shards: they must all run one
-// experiment, from one file, or aggregating them would average cells of different configs as seeds.
-void check_same_experiment(const json& mine, const Experiment& full, const CompareOptions& o, bool at_end) {
-  const std::string saved_path = o.out + "/experiment.json";
-  if (!file_exists(saved_path)) return;
-  std::string difference = experiment_difference(read_json_file(saved_path), mine);
-  if (difference.empty()) return;
-  // A cell's config digest differs: the key, from the config the other shard wrote for that cell (OUT/configs).
-  if (difference.rfind("/cells/", 0) == 0 && difference.find("/config_sha256:") != std::string::npos) {
-    const size_t n = std::stoul(difference.substr(7));
+  if (!at.empty() && at.back() == "config_sha256" && at.parent_pointer().parent_pointer().to_string() == "/cells") {
+    const size_t n = std::stoul(at.parent_pointer().back());
     if (n < full.cells.size()) {
       const Cell& c = full.cells[n];
       const std::string theirs = o.out + "/configs/" + c.name + ".json";
@@ -108,9 +98,20 @@ void check_same_experiment(const json& mine, const Experiment& full, const Compa
       } catch (const std::exception&) {
         // unreadable: the digest says it
       }
-      difference = "cell " + c.name + ": " + (key.empty() ? "its config differs" : key);
+      return "cell " + c.name + ": " + (key.empty() ? "its config differs" : key);
     }
   }
+  return path + ": " + (a.contains(at) ? a.at(at).dump() : "unset") + " there, " + (b.contains(at) ? b.at(at).dump() : "unset") +
+         " here";
+}
+
+// A shard's output directory is shared with the experiment's other shards: they must all run one
+// experiment, from one file, or aggregating them would average cells of different configs as seeds.
+void check_same_experiment(const json& mine, const Experiment& full, const CompareOptions& o, bool at_end) {
+  const std::string saved_path = o.out + "/experiment.json";
+  if (!file_exists(saved_path)) return;
+  const std::string difference = experiment_difference(read_json_file(saved_path), mine, full, o);
+  if (difference.empty()) return;
   if (!at_end)
     throw ConfigError("--out " + o.out + ": experiment.json there is another experiment's (" + difference +
                       "); every shard of one output directory runs the same experiment file: use another --out");

@@ -27,6 +27,7 @@ void check_data_files(const RunPaths& run, const std::vector<std::string>& roles
                       const std::string& consequence, std::map<std::string, nlohmann::json>* identities) {
   if (!file_exists(run.data_files())) return;
   const nlohmann::json record = read_json_file(run.data_files());
+  std::map<std::string, nlohmann::json> local;  // without a caller's: this call's own
   if (!record.contains("files") || !record["files"].is_array())
     throw ConfigError(run.data_files() + ": not a record of data files (expected {\"files\": [...]})");
   for (const auto& f : record["files"]) {
@@ -34,8 +35,9 @@ void check_data_files(const RunPaths& run, const std::vector<std::string>& roles
       throw ConfigError(run.data_files() + ": an entry lacks role, path, bytes or sha256");
     if (std::find(roles.begin(), roles.end(), f["role"].get<std::string>()) == roles.end()) continue;
     const std::string path = f["path"], key = f.value("key", std::string("data"));
-    if (identities != nullptr && !identities->count(path)) (*identities)[path] = file_identity(path, key);
-    const nlohmann::json now = identities != nullptr ? identities->at(path) : file_identity(path, key);
+    auto& known = identities != nullptr ? *identities : local;
+    if (!known.count(path)) known[path] = file_identity(path, key);
+    const nlohmann::json& now = known.at(path);
     std::string what;
     if (now["bytes"] != f["bytes"])
       what = f["bytes"].dump() + " bytes then, " + now["bytes"].dump() + " now";
