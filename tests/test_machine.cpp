@@ -1,13 +1,17 @@
-// What poslab learns of its machine for its outputs: the Python that draws the plots (the first candidate
-// that imports numpy and matplotlib, tried with stand-in interpreters that can or cannot), and the GPU line.
+// What poslab learns of its machine: the Python that draws the plots (the first candidate that imports numpy
+// and matplotlib, tried with stand-in interpreters that can or cannot), the GPU line, the OpenBLAS kernels to
+// start on, and the product timing behind train.precision "auto".
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
+#include "model/precision_choice.h"
 #include "util/gpu_info.h"
+#include "util/runtime.h"
 #include "util/scripts.h"
 
 namespace fs = std::filesystem;
@@ -57,4 +61,38 @@ TEST(GpuInfo, OneLineFromItsFieldsAndNoneWithoutADriver) {
     GTEST_SKIP() << "this machine has the CUDA driver";
   }
   EXPECT_TRUE(poslab::gpu_info(0).is_null());
+}
+
+// OpenBLAS's kernel set where its CPU tables fell back to one without AVX2: the newest the flags allow, by the
+// instructions each set needs (Cooperlake: AVX-512 F/BW/VL/DQ/CD and AVX512_BF16; SkylakeX: the AVX-512 ones;
+// Haswell: AVX2 and FMA); a core that is not a fallback, or a CPU with none of them, is left as it is.
+TEST(OpenBlasCore, AFallbackGetsTheNewestKernelsTheFlagsAllow) {
+  const nlohmann::json avx512 = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"};
+  nlohmann::json with_bf16 = avx512;
+  with_bf16.push_back("avx512_bf16");
+  nlohmann::json no_cd = {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512_bf16"};
+  const nlohmann::json avx2 = {"avx2", "fma"}, no_fma = {"avx2"}, none = nlohmann::json::array();
+  for (const char* fallback : {"Prescott", "Nehalem", "Core2", "Sandybridge", "Barcelona"}) {
+    EXPECT_EQ(poslab::openblas_core_for(fallback, with_bf16), "Cooperlake") << fallback;
+    EXPECT_EQ(poslab::openblas_core_for(fallback, avx512), "SkylakeX") << fallback;
+    EXPECT_EQ(poslab::openblas_core_for(fallback, no_cd), "Haswell") << fallback;  // not every AVX-512 part
+    EXPECT_EQ(poslab::openblas_core_for(fallback, avx2), "Haswell") << fallback;
+    EXPECT_EQ(poslab::openblas_core_for(fallback, no_fma), "") << fallback;
+    EXPECT_EQ(poslab::openblas_core_for(fallback, none), "") << fallback;
+  }
+  for (const char* chosen : {"Haswell", "SkylakeX", "Cooperlake", "Zen", ""})
+    EXPECT_EQ(poslab::openblas_core_for(chosen, with_bf16), "") << chosen;
+}
+
+// The timing behind train.precision "auto": both products timed (positive, finite), kept per shape and thread
+// count, and the choice bf16 exactly where float takes at least kBf16Margin times as long.
+TEST(PrecisionChoice, TimesBothProductsOnceAShapeAndChoosesByTheMargin) {
+  const auto t = poslab::time_products(64, 32, 128);
+  EXPECT_TRUE(std::isfinite(t.fp32_us) && t.fp32_us > 0) << t.fp32_us;
+  EXPECT_TRUE(std::isfinite(t.bf16_us) && t.bf16_us > 0) << t.bf16_us;
+  const auto again = poslab::time_products(64, 32, 128);
+  EXPECT_EQ(again.fp32_us, t.fp32_us);
+  EXPECT_EQ(again.bf16_us, t.bf16_us);
+  for (double fp32 : {1.0, 10.0, 119.0, 120.0, 121.0, 500.0})
+    EXPECT_EQ(poslab::bf16_pays({fp32, 100.0}), fp32 >= 120.0) << fp32;
 }

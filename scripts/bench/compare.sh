@@ -98,6 +98,12 @@ for r in $(seq 1 "$REPEATS"); do
   mkdir -p "$d"
   echo "-- repeat $r/$REPEATS"
   "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --json "$d/poslab_default.json" > /dev/null
+  # Every run after it on the OpenBLAS kernels that one ran on: where OpenBLAS fell back to old kernels on a CPU
+  # its tables lack, poslab starts again on newer ones (src/util/runtime.h), and the twin gets the same.
+  if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+    core=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("blas_core", ""))' "$d/poslab_default.json")
+    if [ -n "$core" ]; then export OPENBLAS_CORETYPE=$core; echo "every run on OpenBLAS's $core kernels, as poslab's"; fi
+  fi
   "$POSLAB" bench --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --set train.fused_adamw=false --json "$d/poslab_default_unfused.json" > /dev/null
   env -u OMP_WAIT_POLICY "$PY" scripts/bench/train_twin.py --config "$CONFIG" --steps "$STEPS" --warmup "$WARMUP" --threads 0 \
     --precision fp32 --json "$d/twin_default.json" > /dev/null

@@ -70,12 +70,27 @@ namespace poslab::cli {
 // to one (util/runtime.cpp). A user's setting wins. The commands call this once their input is checked, not at
 // start, so that a mistake in a config costs one load of LibTorch (~0.4 s on a Zen 4), not two; evaluation
 // runs as fast under OpenMP's own default, and the commands that only evaluate never pay for the second.
+// OpenBLAS, too, picks its kernels as it loads: where it fell back to kernels older than the CPU (a model its
+// tables lack), the new image starts with the right ones (util/runtime.h, openblas_core_for), unless the user
+// set OPENBLAS_CORETYPE; compare's cells inherit it.
 void become_training_process() {
-  if (std::getenv("OMP_WAIT_POLICY") != nullptr || g_argv == nullptr) return;
-  ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
-  // Under spinning workers OpenBLAS runs one thread anyway (util/runtime.cpp): saying so before it
-  // loads keeps it from starting threads that spin ~0.1 s first, in this process and in compare's cells.
-  ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+  if (g_argv == nullptr) return;
+  bool again = false;
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+    // Under spinning workers OpenBLAS runs one thread anyway (util/runtime.cpp): saying so before it
+    // loads keeps it from starting threads that spin ~0.1 s first, in this process and in compare's cells.
+    ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
+    again = true;
+  }
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    const std::string core = poslab::openblas_core_for(poslab::blas_core_name(), poslab::cpu_info()["flags"]);
+    if (!core.empty()) {
+      ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+      again = true;
+    }
+  }
+  if (!again) return;
   // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
   // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
   const ThreadAffinity unpinned(openmp_binds() ? usable_cpus() : std::vector<int>{});

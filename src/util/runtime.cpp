@@ -6,12 +6,15 @@
 #include <dlfcn.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
 #include <sstream>
 #include <thread>
 
 #include "model/fused_ops.h"
+#include "model/precision_choice.h"
 #include "util/affinity.h"
 #include "util/gpu_info.h"
 
@@ -109,6 +112,20 @@ std::string blas_core_name() {
   return name ? name : "";
 }
 
+std::string openblas_core_for(const std::string& current, const nlohmann::json& flags) {
+  // OpenBLAS's kernels for CPUs without AVX2: what its model tables give a CPU they lack.
+  static const char* const fallbacks[] = {"Katmai", "Coppermine", "Northwood", "Prescott", "Banias", "Atom", "Core2",
+                                          "Penryn", "Dunnington", "Nehalem", "Sandybridge", "Opteron", "Opteron_SSE3",
+                                          "Barcelona", "Bobcat", "Bulldozer", "Piledriver", "Steamroller", "Excavator"};
+  if (std::find(std::begin(fallbacks), std::end(fallbacks), current) == std::end(fallbacks)) return "";
+  const auto has = [&](const char* f) { return std::find(flags.begin(), flags.end(), f) != flags.end(); };
+  const bool avx512 = has("avx512f") && has("avx512bw") && has("avx512vl") && has("avx512dq") && has("avx512cd");
+  if (avx512 && has("avx512_bf16")) return "Cooperlake";
+  if (avx512) return "SkylakeX";
+  if (has("avx2") && has("fma")) return "Haswell";
+  return "";
+}
+
 // Shards pay off where one batch's kernels are too small to keep every core busy, as with poslab's
 // small models on a CPU: measured 1.3-1.4x (bf16) and 1.4-1.8x (fp32) on 2 cores (docs/benchmarks.md).
 static int resolve_batch_shards(const Config& config, const Runtime& rt) {
@@ -125,6 +142,22 @@ static int resolve_batch_shards(const Config& config, const Runtime& rt) {
   return auto_on ? rt.threads : 1;
 }
 
+// "auto" on a CPU with bfloat16 instructions: bfloat16 where its products outrun float's at the model's largest
+// product (the MLP's, over a batch shard's rows), timed the way the step runs it: one thread a shard.
+static void choose_cpu_precision(const Config& config, Runtime& rt) {
+  const auto& m = config.model;
+  const int64_t rows = std::clamp<int64_t>(
+      static_cast<int64_t>(config.train.batch_size) / std::max(1, rt.batch_shards) * m.block_size, 1, 2048);
+  const int threads = at::get_num_threads();
+  if (rt.batch_shards > 1) at::set_num_threads(1);
+  const ProductTiming t = time_products(rows, m.n_embd, 4 * static_cast<int64_t>(m.n_embd));
+  if (rt.batch_shards > 1) at::set_num_threads(threads);
+  rt.bf16 = bf16_pays(t);
+  std::ostringstream why;
+  why << std::fixed << std::setprecision(2) << "auto: bf16 products " << t.speedup() << "x as fast as fp32's here";
+  rt.precision_why = why.str();
+}
+
 Runtime make_runtime(const Config& config) {
   Runtime rt;
   const bool cuda = torch::cuda::is_available();
@@ -134,7 +167,7 @@ Runtime make_runtime(const Config& config) {
   const auto& p = config.train.precision;
   if (p == "bf16" && rt.device.is_cpu() && !cpu_has_bf16())
     throw ConfigError("train.precision: bf16 needs a CPU with AVX512_BF16 or AMX; use fp32 or auto");
-  rt.bf16 = p == "bf16" || (p == "auto" && (rt.device.is_cuda() || cpu_has_bf16()));
+  rt.bf16 = p == "bf16" || (p == "auto" && rt.device.is_cuda());
   rt.threads = config.train.threads > 0 ? config.train.threads : default_threads();
   rt.threads_from = config.train.threads > 0     ? "train.threads"
                     : omp_num_threads_env() > 0 ? "OMP_NUM_THREADS=" + std::string(std::getenv("OMP_NUM_THREADS"))
@@ -152,6 +185,7 @@ Runtime make_runtime(const Config& config) {
   torch::set_num_threads(rt.threads);
   set_blas_threads(rt, /*shards_running=*/false);
   rt.batch_shards = resolve_batch_shards(config, rt);
+  if (p == "auto" && rt.device.is_cpu() && cpu_has_bf16()) choose_cpu_precision(config, rt);
   rt.fused_adamw = config.train.fused_adamw && rt.device.is_cpu();
   rt.fused_ops = config.train.fused_ops && rt.device.is_cpu();
   set_fused_ops(rt.fused_ops);  // process-wide, like the thread count: the model reads it in every forward
@@ -163,8 +197,12 @@ Runtime make_runtime(const Config& config) {
 }
 
 std::string Runtime::describe() const {
+  const std::string why = precision_why.empty() ? "" : precision_why + "; ";
+  const std::string blas = device.is_cpu() && !blas_core_name().empty() ? "on OpenBLAS's " + blas_core_name() + " kernels; " : "";
   return std::string("device ") + (device.is_cuda() ? "cuda" : "cpu") + ", precision " +
-         (bf16 ? "bf16 autocast (set train.precision=fp32 to turn off)" : "fp32") + ", " + std::to_string(threads) +
+         (bf16 ? "bf16 autocast (" + why + "set train.precision=fp32 to turn off)"
+               : "fp32 (" + why + blas + "set train.precision=bf16 " + (why.empty() ? "for bf16 autocast" : "to use them") + ")")
+         + ", " + std::to_string(threads) +
          " thread" + (threads == 1 ? "" : "s") + " (" +
          (threads_from.empty() ? "" : threads_from + ", ") +
          "OMP_WAIT_POLICY=" +

@@ -12,6 +12,7 @@ namespace poslab {
 struct Runtime {
   torch::Device device = torch::kCPU;
   bool bf16 = false;  // autocast matrix products to bfloat16
+  std::string precision_why;  // how "auto" chose on the CPU ("bf16 products 2.1x as fast as fp32's here"), else ""
   int threads = 1;
   std::string threads_from;  // what set `threads`: "train.threads", "OMP_NUM_THREADS=N", or "" (the usable CPUs)
   int batch_shards = 1;  // > 1: each training batch is split over that many threads (CPU)
@@ -44,6 +45,12 @@ void set_blas_threads(const Runtime& runtime, bool shards_running);
 // CPU model, or OPENBLAS_CORETYPE's), or "" when the BLAS is not OpenBLAS. It sets what bf16 gains
 // over fp32 on a machine (docs/benchmarks.md), so benchmarks record it beside the CPU.
 std::string blas_core_name();
+// The OPENBLAS_CORETYPE to start with where OpenBLAS, knowing CPUs by their model number, did not know this one
+// and fell back to kernels older than the CPU (Debian 12's OpenBLAS 0.3.21 runs an Intel Xeon of family 6 model
+// 207 on "Prescott", SSE3: fp32 products 4.7x slower than on the AVX-512 kernels the CPU runs): the newest of
+// Cooperlake (AVX-512 with AVX512_BF16), SkylakeX (AVX-512 F/BW/VL/DQ/CD) and Haswell (AVX2 with FMA) that `flags`
+// (cpu_info()'s) allow; "" where `current` is not such a fallback, or the CPU has none of those.
+std::string openblas_core_for(const std::string& current, const nlohmann::json& flags);
 // Resolves the config's choices and applies the thread count (intra-op and BLAS). Throws ConfigError for cuda without CUDA.
 Runtime make_runtime(const Config& config);
 
