@@ -1,16 +1,22 @@
 // What poslab learns of its machine: the Python that draws the plots (the first candidate that imports numpy
 // and matplotlib, tried with stand-in interpreters that can or cannot), the GPU line, the OpenBLAS kernels to
-// start on, and the product timing behind train.precision "auto".
+// start on, the product timing behind train.precision "auto", and subnormals flushed in every thread.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <ATen/Parallel.h>
+
 #include <cmath>
+#include <limits>
+#include <set>
+#include <vector>
 #include <filesystem>
 #include <fstream>
 
 #include "model/precision_choice.h"
 #include "util/gpu_info.h"
+#include "config/config.h"
 #include "util/runtime.h"
 #include "util/scripts.h"
 
@@ -95,4 +101,37 @@ TEST(PrecisionChoice, TimesBothProductsOnceAShapeAndChoosesByTheMargin) {
   EXPECT_EQ(again.bf16_us, t.bf16_us);
   for (double fp32 : {1.0, 10.0, 119.0, 120.0, 121.0, 500.0})
     EXPECT_EQ(poslab::bf16_pays({fp32, 100.0}), fp32 >= 120.0) << fp32;
+}
+
+// A CPU runtime flushes subnormal floats to zero in the calling thread and in the OpenMP workers that run a step's
+// loops: 1e-30 * 1e-10 (1e-40, below float's smallest normal 1.18e-38) is 0 in each, and a subnormal read is 0.
+TEST(Subnormals, FlushedInEveryThreadOfACpuRuntime) {
+  poslab::Config c;
+  c.device = "cpu";
+  c.train.precision = "fp32";
+  c.train.threads = 2;
+  const auto product = [](float a, float b) {
+    volatile float x = a, y = b;  // computed at run time, in this thread's mode
+    return x * y;
+  };
+  const float subnormal = std::numeric_limits<float>::denorm_min() * 1000;
+  ASSERT_GT(product(1e-30f, 1e-10f), 0.0f) << "this test expects IEEE subnormals before the runtime is made";
+  const auto rt = poslab::make_runtime(c);
+  std::vector<float> products(rt.threads, -1), reads(rt.threads, -1);
+  std::vector<int> seen(rt.threads, 0);
+  at::parallel_for(0, rt.threads, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      products[i] = product(1e-30f, 1e-10f);
+      reads[i] = product(subnormal, 1.0f);
+      seen[i] = at::get_thread_num() + 1;
+    }
+  });
+  EXPECT_EQ(product(1e-30f, 1e-10f), 0.0f);
+  for (int i = 0; i < rt.threads; ++i) {
+    EXPECT_EQ(products[i], 0.0f) << "thread " << i;
+    EXPECT_EQ(reads[i], 0.0f) << "thread " << i;
+  }
+  EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), static_cast<size_t>(rt.threads)) << "not every worker ran";
+  at::parallel_for(0, rt.threads, 1, [](int64_t, int64_t) { at::globalContext().setFlushDenormal(false); });
+  at::globalContext().setFlushDenormal(false);
 }

@@ -142,6 +142,17 @@ static int resolve_batch_shards(const Config& config, const Runtime& rt) {
   return auto_on ? rt.threads : 1;
 }
 
+// Subnormal floats (below 1.2e-38) read or written as zero, in this thread and in every OpenMP worker that runs the
+// step (batch shards, oneDNN's and LibTorch's loops; a worker keeps its setting), as torch.set_flush_denormal(True)
+// does for one thread. On an Intel core each subnormal operand costs a microcode assist: a main-job cell whose
+// activations or optimizer state drifted into that range trained 3.2x slower, in fp32, than with them flushed
+// (docs/benchmarks.md). Values that small carry nothing a step uses; bfloat16 has the same exponent range.
+static void flush_subnormals(int threads) {
+  at::globalContext().setFlushDenormal(true);
+  at::parallel_for(0, threads, /*grain_size=*/1,
+                   [](int64_t, int64_t) { at::globalContext().setFlushDenormal(true); });
+}
+
 // "auto" on a CPU with bfloat16 instructions: bfloat16 where its products outrun float's at the model's largest
 // product (the MLP's, over a batch shard's rows), timed the way the step runs it: one thread a shard.
 static void choose_cpu_precision(const Config& config, Runtime& rt) {
@@ -184,6 +195,7 @@ Runtime make_runtime(const Config& config) {
   }
   torch::set_num_threads(rt.threads);
   set_blas_threads(rt, /*shards_running=*/false);
+  if (rt.device.is_cpu()) flush_subnormals(rt.threads);
   rt.batch_shards = resolve_batch_shards(config, rt);
   if (p == "auto" && rt.device.is_cpu() && cpu_has_bf16()) choose_cpu_precision(config, rt);
   rt.fused_adamw = config.train.fused_adamw && rt.device.is_cpu();
