@@ -71,7 +71,9 @@ static json same_everywhere(const Config& c, const Corpus& corpus, const Runtime
 
 // Joins the launch's process group (after every local check, so a refusal comes before waiting
 // on peers), on the runtime's device: CUDA ranks take the device of their local rank.
-static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Launch& launch, const json& how) {
+// `precision`, where given, stands for the config's train.precision in the runtime alone (a resumed run's "auto").
+static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Launch& launch, const json& how,
+                            const std::string& precision = "") {
   Session s;
   c.model.vocab_size = static_cast<int>(corpus->tokenizer().size());
   if (c.train.batch_size % launch.world_size != 0)
@@ -79,6 +81,7 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
                       std::to_string(launch.world_size) + " (it is the global batch; each rank trains on an equal share)");
   check_training_fits(c);  // before any allocation: refuse with the numbers rather than die in the allocator
   Config local = c;  // ranks sharing a machine share its cores (the config keeps 0 = default)
+  if (!precision.empty()) local.train.precision = precision;
   // (a launcher's OMP_NUM_THREADS, torchrun's 1 say, is each rank's already)
   if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0 && omp_num_threads_env() == 0)
     local.train.threads = std::max(1, cpu_count() / launch.local_world_size);
@@ -181,7 +184,25 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   Config c = paths.read_config();
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
-  Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}});
+  // "auto" goes on in the precision it chose when the run started (on the CPU a timing, model/precision_choice.h),
+  // so that one run does not change precision halfway; where that is bf16 and this CPU has none, auto chooses anew.
+  std::string precision;
+  if (c.train.precision == "auto" && file_exists(paths.summary())) {
+    json summary;
+    try {
+      summary = read_json_file(paths.summary());
+    } catch (const ConfigError&) {
+      // A damaged summary records no precision: auto chooses anew.
+    }
+    const std::string was = summary.is_object() ? summary.value("precision", "") : "";
+    const bool on_cuda = c.device == "cuda" || (c.device == "auto" && torch::cuda::is_available());
+    if (was == "fp32" || (was == "bf16" && (on_cuda || cpu_has_bf16()))) {
+      precision = was;
+      spdlog::info("train.precision auto: resuming in {}, as the run started", was);
+    }
+  }
+  Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}},
+                           precision);
   // A run that stopped (interrupted) or finished wrote its checkpoint then: without it, resuming would start the
   // run over from step 0 under its name, its metrics written anew (one that failed before its first checkpoint
   // has none to lose, and starts over).

@@ -240,6 +240,27 @@ if "avx512_bf16" in flags or "amx_bf16" in flags:
 else:
     assert m is None and got == "fp32", (got, out[:600])
 print(got, m and m.group(2))'
+# A run resumed goes on in the precision auto chose when it started (recorded in its summary), not in a new
+# timing's: the record is set to the other precision, and the resumed run must keep it; bf16 only where the CPU
+# has it (elsewhere auto chooses again).
+"$POSLAB" train -c sort.json --set train.max_iters=4 --set train.eval_interval=2 --set train.precision=auto --stop-at 2 \
+  --out auto_resume > /dev/null 2>&1
+/usr/bin/python3 - auto_resume/summary.json > auto_resume.expected <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+other = "fp32" if s["precision"] == "bf16" else "bf16"
+flags = open("/proc/cpuinfo").read()
+print(other if other == "fp32" or "avx512_bf16" in flags or "amx_bf16" in flags else s["precision"])
+s["precision"] = other
+json.dump(s, open(sys.argv[1], "w"))
+PY
+"$POSLAB" train --resume auto_resume > auto_resume.out 2>&1
+check "a resumed run keeps the precision auto chose at its start" /usr/bin/python3 -c '
+import json
+want = open("auto_resume.expected").read().strip()
+s = json.load(open("auto_resume/summary.json"))
+assert s["step"] == 4 and s["precision"] == want, (s["step"], s["precision"], want, open("auto_resume.out").read()[-800:])
+print(want)'
 # 1 warm-up + 4 timed steps = the run's max_iters: the same steps, data and validation batches as train.
 check "bench val_loss equals train's final_val_loss after the same 5 steps" /usr/bin/python3 -c '
 import json
