@@ -43,7 +43,7 @@ ProductTiming time_products(int64_t m, int64_t k, int64_t n) {
   per_product(fp32);  // warm-up: OpenBLAS's buffers, oneDNN's kernel generated for this shape
   per_product(bf16);
   ProductTiming t{1e300, 1e300};
-  for (int round = 0; round < 4; ++round) {  // interleaved: a neighbour's load falls on both alike
+  for (int round = 0; round < 6; ++round) {  // interleaved: a neighbour's load falls on both alike
     t.fp32_us = std::min(t.fp32_us, per_product(fp32));
     t.bf16_us = std::min(t.bf16_us, per_product(bf16));
   }

@@ -13,7 +13,8 @@ struct ProductTiming {
   double speedup() const { return fp32_us / bf16_us; }
 };
 
-// The fastest of several interleaved rounds of each (about 30 ms in all), on the calling thread's intra-op
+// The fastest of several interleaved rounds of each (at least 2 products or 3 ms a round: ~40 ms in all for the
+// main job's model), on the calling thread's intra-op
 // thread count; kept per shape for the process, so that a second runtime asks once.
 ProductTiming time_products(int64_t m, int64_t k, int64_t n);
 

@@ -154,11 +154,12 @@ static void flush_subnormals(int threads) {
 }
 
 // "auto" on a CPU with bfloat16 instructions: bfloat16 where its products outrun float's at the model's largest
-// product (the MLP's, over a batch shard's rows), timed the way the step runs it: one thread a shard.
+// product (the MLP's, over a batch shard's rows, at most 512 of them: a large model's start-up pays ~0.3 s, not
+// seconds), timed the way the step runs it: one thread a shard.
 static void choose_cpu_precision(const Config& config, Runtime& rt) {
   const auto& m = config.model;
   const int64_t rows = std::clamp<int64_t>(
-      static_cast<int64_t>(config.train.batch_size) / std::max(1, rt.batch_shards) * m.block_size, 1, 2048);
+      static_cast<int64_t>(config.train.batch_size) / std::max(1, rt.batch_shards) * m.block_size, 1, 512);
   const int threads = at::get_num_threads();
   if (rt.batch_shards > 1) at::set_num_threads(1);
   const ProductTiming t = time_products(rows, m.n_embd, 4 * static_cast<int64_t>(m.n_embd));
