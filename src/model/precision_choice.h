@@ -13,9 +13,10 @@ struct ProductTiming {
   double speedup() const { return fp32_us / bf16_us; }
 };
 
-// The fastest of several interleaved rounds of each (at least 2 products or 3 ms a round: ~40 ms in all for the
-// main job's model), on the calling thread's intra-op
-// thread count; kept per shape for the process, so that a second runtime asks once.
+// The fastest of several interleaved rounds of each, in the calling thread's CPU time (at least 2 products or 3 ms a
+// round: ~40 ms in all for the main job's model). Call it with one intra-op thread and one OpenBLAS thread: the
+// products must run in this thread for its CPU time to count them. Kept per shape for the process, so that a
+// second runtime asks once.
 ProductTiming time_products(int64_t m, int64_t k, int64_t n);
 
 // bfloat16 only where its products are clearly faster: a tie keeps float's precision.

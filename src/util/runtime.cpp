@@ -155,15 +155,17 @@ static void flush_subnormals(int threads) {
 
 // "auto" on a CPU with bfloat16 instructions: bfloat16 where its products outrun float's at the model's largest
 // product (the MLP's, over a batch shard's rows, at most 512 of them: a large model's start-up pays ~0.3 s, not
-// seconds), timed the way the step runs it: one thread a shard.
+// seconds), on one thread as a shard runs it.
 static void choose_cpu_precision(const Config& config, Runtime& rt) {
   const auto& m = config.model;
   const int64_t rows = std::clamp<int64_t>(
       static_cast<int64_t>(config.train.batch_size) / std::max(1, rt.batch_shards) * m.block_size, 1, 512);
   const int threads = at::get_num_threads();
-  if (rt.batch_shards > 1) at::set_num_threads(1);
+  at::set_num_threads(1);
+  set_blas_threads(rt, /*shards_running=*/true);  // one OpenBLAS thread: the products run in this one
   const ProductTiming t = time_products(rows, m.n_embd, 4 * static_cast<int64_t>(m.n_embd));
-  if (rt.batch_shards > 1) at::set_num_threads(threads);
+  at::set_num_threads(threads);
+  set_blas_threads(rt, /*shards_running=*/false);
   rt.bf16 = bf16_pays(t);
   std::ostringstream why;
   why << std::fixed << std::setprecision(2) << "auto: bf16 products " << t.speedup() << "x as fast as fp32's here";
