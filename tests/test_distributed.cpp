@@ -10,6 +10,7 @@
 #include "distributed/buckets.h"
 #include "distributed/distributed.h"
 #include "distributed/launch.h"
+#include "distributed/rendezvous.h"
 
 using namespace poslab;
 
@@ -147,4 +148,17 @@ TEST(ConfigDifference, TheFirstKeyInSortedOrderWithBothValues) {
   EXPECT_EQ(first_difference(a, b)->key, "train.precision");
   // Numbers compare by value once both sides went through the same text (the store carries JSON text).
   EXPECT_FALSE(first_difference(nlohmann::json::parse(c.dump()), nlohmann::json::parse(c.dump())).has_value());
+}
+
+// A rank's refusal names the key, both values and what to do; for the precision auto resolved differently on two
+// machines (or two timings), the fix is an explicit train.precision, not "the same config" (it is the same).
+TEST(MismatchMessage, PrecisionAdvisesAnExplicitSetting) {
+  const nlohmann::json verdict = {{"rank", 1}, {"key", "resolved.precision"}, {"value", "bf16"}, {"rank0", "fp32"}};
+  const std::string on1 = poslab::mismatch_message(verdict, 1), on0 = poslab::mismatch_message(verdict, 0);
+  EXPECT_NE(on1.find("at resolved.precision: bf16 here, fp32 on rank 0"), std::string::npos) << on1;
+  EXPECT_NE(on0.find("at resolved.precision: bf16 on rank 1, fp32 here"), std::string::npos) << on0;
+  for (const auto& m : {on0, on1}) {
+    EXPECT_NE(m.find("set train.precision to fp32 or bf16 for every rank"), std::string::npos) << m;
+    EXPECT_EQ(m.find("launch them all with the same config"), std::string::npos) << m;
+  }
 }

@@ -15,6 +15,7 @@
 #include "train/run_dir.h"
 #include "train/schedule.h"
 #include "train/trainer.h"
+#include "util/runtime.h"
 #include "util/signals.h"
 
 #include <csignal>
@@ -575,4 +576,36 @@ TEST(InitFrom, RefusesMismatchesAndLeavesNothingBehind) {
   other_vocab.data.path = dir.file("text.txt", text);
   expect_refused(other_vocab, dir.sub("base"), "vocabulary");
   EXPECT_NO_THROW(train_new(base, dir.sub("same"), 0, dir.sub("base")));  // same shapes: fine
+}
+
+// The precision a run trained in is kept in its checkpoint (a run killed before its summary was written keeps
+// it too) and read back before the summary's; a summary that cannot say gives "" (auto chooses anew), never a
+// throw; an explicit train.precision is never replaced, and auto is replaced only by a precision that runs here.
+TEST(Checkpoint, KeepsThePrecisionTheRunTrainedIn) {
+  TempDir dir;
+  Config c = tiny_copy("rope");
+  c.train.max_iters = 2;
+  c.train.precision = "fp32";
+  train_new(c, dir.sub("run"));
+  const RunPaths run{dir.sub("run")};
+  EXPECT_EQ(checkpoint_precision(run.checkpoint()), "fp32");
+  c.model.vocab_size = 46;
+  GPT model(c.model);
+  EXPECT_EQ(load_checkpoint(run.checkpoint(), model, nullptr).precision, "fp32");
+  EXPECT_EQ(recorded_precision(run, "bf16"), "bf16");  // the checkpoint's first
+  EXPECT_EQ(recorded_precision(run, ""), "fp32");      // else the summary's
+  for (const char* summary : {R"({"precision": 5})", R"({"precision": null})", R"({"precision": "fp16"})", "[]",
+                              R"({"precision": "bf16", "status": )", ""}) {
+    std::ofstream(run.summary()) << summary;
+    EXPECT_EQ(recorded_precision(run, ""), "") << summary;
+  }
+  std::filesystem::remove(run.summary());
+  EXPECT_EQ(recorded_precision(run, ""), "");
+  Config automatic = c;
+  automatic.train.precision = "auto";
+  EXPECT_EQ(with_precision(automatic, "fp32").train.precision, "fp32");
+  EXPECT_EQ(with_precision(automatic, "").train.precision, "auto");
+  EXPECT_EQ(with_precision(c, "bf16").train.precision, "fp32");  // explicit: kept
+  automatic.device = "cpu";
+  EXPECT_EQ(with_precision(automatic, "bf16").train.precision, cpu_has_bf16() ? "bf16" : "auto");
 }

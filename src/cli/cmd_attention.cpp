@@ -33,6 +33,7 @@ void add_attention(CLI::App& app) {
     if (o->stats.sequences <= 0) throw ConfigError("--sequences: must be a positive integer");
     if (o->stats.map_size <= 0) throw ConfigError("--map-size: must be a positive integer");
     check_run_writable(o->run, "attention.json");
+    use_newest_blas_kernels();
     attention_run(o->run, o->stats);
     std::cout << "written: " << o->run << "/attention.json\n";
     const std::string stats_png = o->run + "/attention.png", maps_png = o->run + "/attention_maps.png";

@@ -73,6 +73,7 @@ void add_eval(CLI::App& app) {
     eo.tag = o->tag;
     eo.rope_scaling = rope_scaling_from_flags(o->rope_scaling, "eval");
     check_run_writable(o->run, std::filesystem::path(RunPaths{o->run}.eval(o->tag)).filename().string());
+    use_newest_blas_kernels();
     std::cout << format_eval_table(evaluate_run(o->run, eo)) << "written: " << RunPaths{o->run}.eval(o->tag) << "\n";
   });
 }

@@ -88,6 +88,7 @@ void add_probe(CLI::App& app) {
     if (!o->no_plot && script.empty())
       throw ConfigError("probe: scripts/plots not found for the heatmap (set POSLAB_SCRIPTS, or pass --no-plot)");
     check_run_writable(o->run, "probe-" + o->probe.task + ".json");
+    use_newest_blas_kernels();
     const auto result = probe_run(o->run, o->probe);
     std::cout << format_probe_table(result) << "written: " << json_path << "\n";
     // A heatmap drawn from the JSON before: it no longer shows it.

@@ -26,6 +26,9 @@ void add_tokenize(CLI::App& app);
 // For train, compare and bench, once their input is checked and before any work: re-executes poslab
 // with OMP_WAIT_POLICY=ACTIVE unless it (or the user) set it already (cli/main.cpp says why).
 void become_training_process();
+// For the commands that evaluate a run (eval, probe, attention): the OpenBLAS part of the above alone, so that
+// their fp32 products run on the kernels training ran on; a restart only where OpenBLAS fell back to old ones.
+void use_newest_blas_kernels();
 
 // Parses "32,64,128" into positive integers; throws ConfigError naming `option` otherwise.
 std::vector<int> parse_lengths(const std::string& text, const std::string& option);

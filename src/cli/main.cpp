@@ -64,15 +64,33 @@ static char** g_argv = nullptr;
 
 namespace poslab::cli {
 
+// OpenBLAS, too, picks its kernels as it loads: where it fell back to kernels older than the CPU (a model its
+// tables lack), the new image starts with the right ones (util/runtime.h, openblas_core_for), unless the user
+// set OPENBLAS_CORETYPE; compare's cells inherit it. Whether it was set here, for a restart.
+static bool set_blas_coretype() {
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return false;
+  const std::string core = poslab::openblas_core_for(poslab::blas_core_name(), poslab::cpu_info()["flags"]);
+  if (core.empty()) return false;
+  ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
+  return true;
+}
+
+// The same command again, in a new image that reads the environment set above as it loads.
+static void restart() {
+  // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
+  // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
+  const ThreadAffinity unpinned(openmp_binds() ? usable_cpus() : std::vector<int>{});
+  std::cout.flush();
+  std::cerr.flush();
+  ::execv("/proc/self/exe", g_argv);  // returns only on failure; then carry on as we are
+}
+
 // OpenMP reads OMP_WAIT_POLICY when the library loads, before main: a command that trains sets it and
 // re-executes itself once. Measured on a 2-core VM (docs/benchmarks.md): spinning (ACTIVE) workers ran bf16
 // (oneDNN) and fp32 batch shards fastest; OpenBLAS's own threads, which fight spinning workers, are then kept
 // to one (util/runtime.cpp). A user's setting wins. The commands call this once their input is checked, not at
 // start, so that a mistake in a config costs one load of LibTorch (~0.4 s on a Zen 4), not two; evaluation
 // runs as fast under OpenMP's own default, and the commands that only evaluate never pay for the second.
-// OpenBLAS, too, picks its kernels as it loads: where it fell back to kernels older than the CPU (a model its
-// tables lack), the new image starts with the right ones (util/runtime.h, openblas_core_for), unless the user
-// set OPENBLAS_CORETYPE; compare's cells inherit it.
 void become_training_process() {
   if (g_argv == nullptr) return;
   bool again = false;
@@ -83,20 +101,12 @@ void become_training_process() {
     ::setenv("OPENBLAS_NUM_THREADS", "1", /*overwrite=*/0);
     again = true;
   }
-  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
-    const std::string core = poslab::openblas_core_for(poslab::blas_core_name(), poslab::cpu_info()["flags"]);
-    if (!core.empty()) {
-      ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
-      again = true;
-    }
-  }
-  if (!again) return;
-  // Under OpenMP binding (OMP_PROC_BIND, OMP_PLACES) this thread is pinned to one CPU already, and the new
-  // image would inherit the pin: every thread on one core, half the speed on two. It starts unpinned.
-  const ThreadAffinity unpinned(openmp_binds() ? usable_cpus() : std::vector<int>{});
-  std::cout.flush();
-  std::cerr.flush();
-  ::execv("/proc/self/exe", g_argv);  // returns only on failure; then carry on as we are
+  again = set_blas_coretype() || again;
+  if (again) restart();
+}
+
+void use_newest_blas_kernels() {
+  if (g_argv != nullptr && set_blas_coretype()) restart();
 }
 
 }  // namespace poslab::cli

@@ -140,6 +140,9 @@ std::string mismatch_message(const nlohmann::json& verdict, int me) {
               ? std::string("every rank must find the same run directory (on a filesystem every rank reads)")
           : verdict["key"] == "resolved.stop_at"
               ? std::string("give every rank the same --stop-at")
+          : verdict["key"] == "resolved.precision"
+              ? std::string("train.precision auto chose by each machine's CPU (on a CPU, by timing its products); set "
+                            "train.precision to fp32 or bf16 for every rank")
               : std::string("launch them all with the same config (only file paths and train.threads may differ)"));
 }
 

@@ -178,7 +178,7 @@ json attention_run(const std::string& dir, AttentionOptions o) {
   if (o.lengths.empty()) o.lengths = default_eval_lengths(c);
   Config rc = c;
   if (o.threads > 0) rc.train.threads = o.threads;
-  Runtime rt = make_runtime(rc);
+  Runtime rt = make_runtime(in_run_precision(rc, RunPaths{dir}, run.state.precision, "reading attention"));
   run.model->to(rt.device);
   // The validation split is checked against the lengths read here, not the run's own eval.lengths.
   Config cc = c;

@@ -208,7 +208,7 @@ json evaluate_run(const std::string& dir, EvalOptions o) {
   if (o.batch_size <= 0) o.batch_size = c.eval.batch_size;
   if (o.stride <= 0) o.stride = c.eval.stride;
   if (o.tokens <= 0) o.tokens = c.eval.tokens;
-  Runtime rt = make_runtime(c);
+  Runtime rt = make_runtime(in_run_precision(c, RunPaths{dir}, run.state.precision, "evaluating"));
   run.model->to(rt.device);
   // The validation split is checked against the lengths evaluated here (--lengths), not the run's own.
   Config cc = c;

@@ -85,7 +85,7 @@ json probe_run(const std::string& dir, ProbeOptions o) {
   if (o.task == "passkey" && o.haystack == "text") check_validation_files(dir);  // the haystack is its validation text
   Config rc = c;
   if (o.threads > 0) rc.train.threads = o.threads;  // the run's cell may have had a share of the cores
-  Runtime rt = make_runtime(rc);
+  Runtime rt = make_runtime(in_run_precision(rc, RunPaths{dir}, run.state.precision, "probing"));
   run.model->to(rt.device);
   // As eval does: with the scaling asked for, else the run's eval.rope_scaling where it has one, so that a
   // report's row pairs its loss and its retrieval from one model.

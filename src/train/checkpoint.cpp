@@ -8,8 +8,11 @@
 
 #include "train/run_dir.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include "util/files.h"
+#include "util/runtime.h"
 
 namespace poslab {
 namespace fs = std::filesystem;
@@ -67,6 +70,7 @@ void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimize
   archive.write("tokens", c10::IValue(s.tokens));
   archive.write("torch_rng", at::detail::getDefaultCPUGenerator().get_state());
   archive.write("world_size", c10::IValue(s.world_size));
+  archive.write("precision", c10::IValue(s.precision));
   if (s.rank_rng.defined()) archive.write("rank_rng", s.rank_rng);
   std::ostringstream payload;
   archive.save_to(payload);
@@ -183,8 +187,49 @@ TrainState load_checkpoint(const std::string& path, GPT& model, torch::optim::Op
     s.world_size = archive.try_read("world_size", world) ? world.toInt() : 1;
     torch::Tensor rank_rng;
     if (archive.try_read("rank_rng", rank_rng)) s.rank_rng = rank_rng;
+    c10::IValue precision;  // absent before runs kept it
+    if (archive.try_read("precision", precision) && precision.isString()) s.precision = precision.toStringRef();
   });
   return s;
+}
+
+std::string checkpoint_precision(const std::string& path) {
+  torch::serialize::InputArchive archive;
+  open_checkpoint(path, archive);
+  c10::IValue precision;
+  return archive.try_read("precision", precision) && precision.isString() ? precision.toStringRef() : "";
+}
+
+std::string recorded_precision(const RunPaths& run, const std::string& from_checkpoint) {
+  const auto known = [](const std::string& p) { return p == "bf16" || p == "fp32"; };
+  if (known(from_checkpoint)) return from_checkpoint;
+  if (!file_exists(run.summary())) return "";
+  std::string why;
+  try {
+    const nlohmann::json summary = read_json_file(run.summary());
+    const nlohmann::json p = summary.is_object() && summary.contains("precision") ? summary["precision"] : nlohmann::json();
+    if (p.is_string() && known(p.get<std::string>())) return p.get<std::string>();
+    why = p.is_null() ? "records no precision" : "has precision " + p.dump() + ", not \"bf16\" or \"fp32\"";
+  } catch (const ConfigError& e) {
+    why = "cannot be read (" + std::string(e.what()) + ")";
+  }
+  spdlog::warn("{} {}: train.precision auto chooses anew", run.summary(), why);
+  return "";
+}
+
+Config in_run_precision(const Config& c, const RunPaths& run, const std::string& from_checkpoint, const std::string& doing) {
+  if (c.train.precision != "auto") return c;
+  Config out = with_precision(c, recorded_precision(run, from_checkpoint));
+  if (out.train.precision != "auto")
+    spdlog::info("train.precision auto: {} in {}, as the run trained", doing, out.train.precision);
+  return out;
+}
+
+Config with_precision(Config c, const std::string& recorded) {
+  if (c.train.precision != "auto" || recorded.empty()) return c;
+  const bool on_cuda = c.device == "cuda" || (c.device == "auto" && torch::cuda::is_available());
+  if (recorded == "fp32" || on_cuda || cpu_has_bf16()) c.train.precision = recorded;
+  return c;
 }
 
 void save_weights(const std::string& path, GPT& model) {

@@ -46,8 +46,23 @@ struct TrainState {
   double train_seconds = 0;  // wall time spent training before this process
   int64_t tokens = 0;        // tokens trained on before this process
   int64_t world_size = 1;    // ranks of the run that wrote it (a resume needs the same)
+  std::string precision;     // "bf16" or "fp32", what the run trains in; "" in checkpoints written before it was kept
   torch::Tensor rank_rng;    // (world_size, bytes): each rank's own torch RNG (dropout); undefined in one process
 };
+
+// The precision a run trained in, for the commands that read or resume it where its config says "auto" (on a CPU
+// a timing, model/precision_choice.h, that must not choose anew halfway through a run or between the run and its
+// evaluation): `from_checkpoint` where it is "bf16" or "fp32", else the run's summary.json's; "" where neither says
+// (a warning names the summary.json that could not say), and auto chooses anew.
+std::string recorded_precision(const RunPaths& run, const std::string& from_checkpoint);
+// The "precision" a checkpoint keeps ("" before it kept one); the file is read whole (ConfigError where it cannot be).
+std::string checkpoint_precision(const std::string& path);
+// c with train.precision "auto" replaced by `recorded` where that precision can run here (bf16 on a CPU without
+// AVX512_BF16 or AMX cannot: auto chooses anew there).
+Config with_precision(Config c, const std::string& recorded);
+// with_precision(c, recorded_precision(run, from_checkpoint)), said in one line where it replaced "auto"
+// ("train.precision auto: evaluating in fp32, as the run trained"); `doing` names the command's work.
+Config in_run_precision(const Config& c, const RunPaths& run, const std::string& from_checkpoint, const std::string& doing);
 
 void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer& optimizer, const TrainState& state,
                      const nlohmann::json& config);

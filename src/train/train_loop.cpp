@@ -77,6 +77,7 @@ TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& d
                             int64_t stop_at) {
   RunPaths paths{dir};
   const json config_json = config_to_json(c);
+  state.precision = rt.bf16 ? "bf16" : "fp32";  // kept in every checkpoint: a resume and an evaluation go on in it
   const bool writes = dist.is_main();
   if (writes) truncate_metrics(paths.metrics(), state.step);
   MetricsWriter metrics(writes ? paths.metrics() : "");

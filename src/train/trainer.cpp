@@ -185,21 +185,17 @@ TrainResult train_resume(const std::string& dir, int64_t stop_at, const Launch& 
   c.data.cache_dir = paths.cache();
   auto tokenizer = paths.read_vocab();
   // "auto" goes on in the precision it chose when the run started (on the CPU a timing, model/precision_choice.h),
-  // so that one run does not change precision halfway; where that is bf16 and this CPU has none, auto chooses anew.
+  // kept in its checkpoint and summary, so that one run does not change precision halfway.
   std::string precision;
-  if (c.train.precision == "auto" && file_exists(paths.summary())) {
-    json summary;
+  if (c.train.precision == "auto") {
+    std::string from_checkpoint;
     try {
-      summary = read_json_file(paths.summary());
+      if (file_exists(paths.checkpoint())) from_checkpoint = checkpoint_precision(paths.checkpoint());
     } catch (const ConfigError&) {
-      // A damaged summary records no precision: auto chooses anew.
+      // A damaged checkpoint is refused below, where it is loaded, with its own message.
     }
-    const std::string was = summary.is_object() ? summary.value("precision", "") : "";
-    const bool on_cuda = c.device == "cuda" || (c.device == "auto" && torch::cuda::is_available());
-    if (was == "fp32" || (was == "bf16" && (on_cuda || cpu_has_bf16()))) {
-      precision = was;
-      spdlog::info("train.precision auto: resuming in {}, as the run started", was);
-    }
+    precision = in_run_precision(c, paths, from_checkpoint, "resuming").train.precision;
+    if (precision == "auto") precision.clear();
   }
   Session s = make_session(c, make_corpus(c, tokenizer), launch, {{"start", "resuming a run"}, {"stop_at", stop_at}},
                            precision);

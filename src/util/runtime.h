@@ -47,9 +47,9 @@ void set_blas_threads(const Runtime& runtime, bool shards_running);
 std::string blas_core_name();
 // The OPENBLAS_CORETYPE to start with where OpenBLAS, knowing CPUs by their model number, did not know this one
 // and fell back to kernels older than the CPU (Debian 12's OpenBLAS 0.3.21 runs an Intel Xeon of family 6 model
-// 207 on "Prescott", SSE3: fp32 products 4.7x slower than on the AVX-512 kernels the CPU runs): the newest of
-// Cooperlake (AVX-512 with AVX512_BF16), SkylakeX (AVX-512 F/BW/VL/DQ/CD) and Haswell (AVX2 with FMA) that `flags`
-// (cpu_info()'s) allow; "" where `current` is not such a fallback, or the CPU has none of those.
+// 207 on "Prescott", SSE3: fp32 products 4.7x slower than on the AVX-512 kernels the CPU runs): SkylakeX (AVX-512
+// F/BW/VL/DQ/CD) or else Haswell (AVX2 with FMA), as `flags` (cpu_info()'s) allow; "" where `current` is not such a
+// fallback, or the CPU has neither.
 std::string openblas_core_for(const std::string& current, const nlohmann::json& flags);
 // Resolves the config's choices and applies the thread count (intra-op and BLAS). Throws ConfigError for cuda without CUDA.
 Runtime make_runtime(const Config& config);
