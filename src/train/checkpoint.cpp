@@ -2,6 +2,7 @@
 // so a kill at any moment leaves the previous checkpoint intact.
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -220,7 +221,9 @@ std::string recorded_precision(const RunPaths& run, const std::string& from_chec
 Config in_run_precision(const Config& c, const RunPaths& run, const std::string& from_checkpoint, const std::string& doing) {
   if (c.train.precision != "auto") return c;
   Config out = with_precision(c, recorded_precision(run, from_checkpoint));
-  if (out.train.precision != "auto")
+  // Once a process: compare probes its 21 cells from one, and one line says it for all.
+  static std::atomic<bool> said{false};
+  if (out.train.precision != "auto" && !said.exchange(true))
     spdlog::info("train.precision auto: {} in {}, as the run trained", doing, out.train.precision);
   return out;
 }

@@ -61,7 +61,7 @@ std::string checkpoint_precision(const std::string& path);
 // AVX512_BF16 or AMX cannot: auto chooses anew there).
 Config with_precision(Config c, const std::string& recorded);
 // with_precision(c, recorded_precision(run, from_checkpoint)), said in one line where it replaced "auto"
-// ("train.precision auto: evaluating in fp32, as the run trained"); `doing` names the command's work.
+// ("train.precision auto: evaluating in fp32, as the run trained"; once a process); `doing` names the command's work.
 Config in_run_precision(const Config& c, const RunPaths& run, const std::string& from_checkpoint, const std::string& doing);
 
 void save_checkpoint(const std::string& path, GPT& model, torch::optim::Optimizer& optimizer, const TrainState& state,
