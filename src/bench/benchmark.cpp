@@ -165,6 +165,7 @@ json run_benchmark(const Config& input, const BenchOptions& o) {
           {"libtorch", std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
                            std::to_string(TORCH_VERSION_PATCH)},
           {"precision", rt.bf16 ? "bf16" : "fp32"},
+          {"auto_bf16_speedup", rt.auto_bf16_speedup > 0 ? json(rt.auto_bf16_speedup) : json(nullptr)},
           {"threads", rt.threads},
           {"omp_wait_policy", omp_wait_policy ? omp_wait_policy : "unset"},
           {"batch_shards", rt.batch_shards},
@@ -200,14 +201,21 @@ static std::string blas_line(const json& r) {
 
 std::string format_benchmark(const json& r) {
   std::ostringstream out;
+  // Where train.precision auto chose by timing the products: by how much.
+  std::string auto_note;
+  if (r.contains("auto_bf16_speedup") && r["auto_bf16_speedup"].is_number()) {
+    char note[96];
+    std::snprintf(note, sizeof note, " (auto: bf16 products %.2fx as fast as fp32's)", r["auto_bf16_speedup"].get<double>());
+    auto_note = note;
+  }
   char buf[1024];
   std::snprintf(buf, sizeof buf,
-                "poslab bench: %s, %s, %d threads, batch in %d shards, %s AdamW, %lld params (%s)\n"
+                "poslab bench: %s, %s%s, %d threads, batch in %d shards, %s AdamW, %lld params (%s)\n"
                 "  train  %10.0f tok/s   step median %.1f ms, p90 %.1f ms\n"
                 "  eval   %10.0f tok/s   val loss %.4f after %d steps\n"
                 "  memory %10.1f MB peak RSS\n"
                 "  flops  %10.2f GFLOP/s achieved, matmul peak %.1f GFLOP/s -> %.1f%% of peak\n",
-                r["device"].get<std::string>().c_str(), r["precision"].get<std::string>().c_str(), r["threads"].get<int>(),
+                r["device"].get<std::string>().c_str(), r["precision"].get<std::string>().c_str(), auto_note.c_str(), r["threads"].get<int>(),
                 r["batch_shards"].get<int>(), r["fused_adamw"].get<bool>() ? "fused" : "LibTorch", static_cast<long long>(r["params"].get<int64_t>()), r["config"]["pos_encoding"].get<std::string>().c_str(),
                 r["train_tokens_per_s"].get<double>(), r["ms_per_step_median"].get<double>(),
                 r["ms_per_step_p90"].get<double>(), r["eval_tokens_per_s"].get<double>(), r["val_loss"].get<double>(),

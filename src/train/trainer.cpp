@@ -86,6 +86,7 @@ static Session make_session(Config c, std::unique_ptr<Corpus> corpus, const Laun
   if (launch.distributed() && c.train.threads == 0 && launch.local_world_size > 0 && omp_num_threads_env() == 0)
     local.train.threads = std::max(1, cpu_count() / launch.local_world_size);
   s.runtime = make_runtime(local);
+  s.runtime.precision_kept = !precision.empty() && c.train.precision == "auto";
   // The evaluation that ends training, each length checked before the training rather than after it.
   if (s.runtime.device.is_cpu())
     for (int length : c.eval.lengths)

@@ -169,6 +169,7 @@ static void choose_cpu_precision(const Config& config, Runtime& rt) {
   at::set_num_threads(threads);
   set_blas_threads(rt, /*shards_running=*/false);
   rt.bf16 = bf16_pays(t);
+  rt.auto_bf16_speedup = t.speedup();
   std::ostringstream why;
   why << std::fixed << std::setprecision(2) << "auto: bf16 products " << t.speedup() << "x as fast as fp32's here";
   rt.precision_why = why.str();
@@ -216,9 +217,11 @@ Runtime make_runtime(const Config& config) {
 std::string Runtime::describe() const {
   const std::string why = precision_why.empty() ? "" : precision_why + "; ";
   const std::string blas = device.is_cpu() && !blas_core_name().empty() ? "on OpenBLAS's " + blas_core_name() + " kernels; " : "";
-  return std::string("device ") + (device.is_cuda() ? "cuda" : "cpu") + ", precision " +
-         (bf16 ? "bf16 autocast (" + why + "set train.precision=fp32 to turn off)"
-               : "fp32 (" + why + blas + "set train.precision=bf16 " + (why.empty() ? "for bf16 autocast" : "to use them") + ")")
+  const std::string precision =
+      precision_kept ? (bf16 ? "bf16 autocast (auto, as the run started)" : "fp32 (auto, as the run started)")
+      : bf16         ? "bf16 autocast (" + why + "set train.precision=fp32 to turn off)"
+                     : "fp32 (" + why + blas + "set train.precision=bf16 " + (why.empty() ? "for bf16 autocast" : "to use them") + ")";
+  return std::string("device ") + (device.is_cuda() ? "cuda" : "cpu") + ", precision " + precision
          + ", " + std::to_string(threads) +
          " thread" + (threads == 1 ? "" : "s") + " (" +
          (threads_from.empty() ? "" : threads_from + ", ") +

@@ -239,6 +239,21 @@ if "avx512_bf16" in flags or "amx_bf16" in flags:
 else:
     assert m is None and got == "fp32", (got, out[:600])
 print(got, m and m.group(2))'
+# bench records the timing auto chose by (null where it took none: an explicit precision, a CPU without bf16).
+"$POSLAB" bench -c sort.json --set train.precision=auto --steps 1 --warmup 0 --json bench_auto.json > bench_auto.out 2>&1
+"$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_fixed.json > /dev/null 2>&1
+check "bench records and prints the timing behind precision auto" /usr/bin/python3 -c '
+import json
+flags = open("/proc/cpuinfo").read()
+b, fixed = json.load(open("bench_auto.json")), json.load(open("bench_fixed.json"))
+assert fixed["auto_bf16_speedup"] is None, fixed["auto_bf16_speedup"]
+r = b["auto_bf16_speedup"]
+if "avx512_bf16" in flags or "amx_bf16" in flags:
+    assert r > 0 and b["precision"] == ("bf16" if r >= 1.2 else "fp32"), (r, b["precision"])
+    assert f"(auto: bf16 products {r:.2f}x as fast as fp32" in open("bench_auto.out").read()
+else:
+    assert r is None and b["precision"] == "fp32", (r, b["precision"])
+print(b["precision"], r)'
 # A run goes on in the precision auto chose when it started, kept in its checkpoint: resumed after a kill -9 (no
 # summary.json), or with a summary.json whose precision is not a string, it says so and keeps it; its evaluation too.
 "$POSLAB" train -c sort.json --set train.max_iters=4 --set train.eval_interval=2 --set train.precision=auto --stop-at 2 \
@@ -258,6 +273,9 @@ assert s["step"] == 4 and s["precision"] == was, (s["step"], s["precision"], was
 for f, doing in [("auto_resume.out", "resuming"), ("auto_resume2.out", "resuming"), ("auto_eval.out", "evaluating")]:
     out = open(f).read()
     assert f"train.precision auto: {doing} in {was}, as the run trained" in out, (f, out[-800:])
+# The start-up line gives no hint that --resume cannot follow (it takes its config from the run).
+line = [l for l in open("auto_resume.out") if " params, " in l][0]
+assert "(auto, as the run started)" in line and "set train.precision" not in line, line
 assert "rc=0" in open("auto_resume2.out").read()
 print(was)'
 # 1 warm-up + 4 timed steps = the run's max_iters: the same steps, data and validation batches as train.
