@@ -137,6 +137,12 @@ TEST(Subnormals, FlushedInEveryThreadOfACpuRuntime) {
     EXPECT_EQ(products[i], 0.0f) << "thread " << i;
     EXPECT_EQ(reads[i], 0.0f) << "thread " << i;
   }
+#ifdef _OPENMP
   EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), static_cast<size_t>(rt.threads)) << "not every worker ran";
+#else
+  // Built without OpenMP (clang's sanitizer build: LibTorch runs on GNU's libgomp), poslab's loops run on the
+  // calling thread alone (CMakeLists.txt), which the checks above cover.
+  EXPECT_EQ(std::set<int>(seen.begin(), seen.end()).size(), 1u);
+#endif
   keep_subnormals();
 }

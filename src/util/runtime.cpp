@@ -145,7 +145,7 @@ static int resolve_batch_shards(const Config& config, const Runtime& rt) {
 }
 
 // Subnormal floats (below 1.2e-38) read or written as zero, in this thread and in every OpenMP worker that runs the
-// step (batch shards, oneDNN's and LibTorch's loops; a worker keeps its setting), as torch.set_flush_denormal(True)
+// step (batch shards, oneDNN's and LibTorch's loops, where poslab is built with OpenMP; a worker keeps its setting), as torch.set_flush_denormal(True)
 // does for one thread. On an Intel core each subnormal operand costs a microcode assist: a main-job cell whose
 // activations or optimizer state drifted into that range trained 3.2x slower, in fp32, than with them flushed
 // (docs/benchmarks.md). Values that small carry nothing a step uses; bfloat16 has the same exponent range.
