@@ -230,8 +230,7 @@ Config in_run_precision(const Config& c, const RunPaths& run, const std::string&
 
 Config with_precision(Config c, const std::string& recorded) {
   if (c.train.precision != "auto" || recorded.empty()) return c;
-  const bool on_cuda = c.device == "cuda" || (c.device == "auto" && torch::cuda::is_available());
-  if (recorded == "fp32" || on_cuda || cpu_has_bf16()) c.train.precision = recorded;
+  if (recorded == "fp32" || runs_on_cuda(c) || cpu_has_bf16()) c.train.precision = recorded;
   return c;
 }
 

@@ -170,17 +170,17 @@ static void choose_cpu_precision(const Config& config, Runtime& rt) {
   set_blas_threads(rt, /*shards_running=*/false);
   rt.bf16 = bf16_pays(t);
   rt.auto_bf16_speedup = t.speedup();
-  std::ostringstream why;
-  why << std::fixed << std::setprecision(2) << "auto: bf16 products " << t.speedup() << "x as fast as fp32's here";
-  rt.precision_why = why.str();
+}
+
+bool runs_on_cuda(const Config& config) {
+  return config.device == "cuda" || (config.device == "auto" && torch::cuda::is_available());
 }
 
 Runtime make_runtime(const Config& config) {
   Runtime rt;
-  const bool cuda = torch::cuda::is_available();
-  if (config.device == "cuda" && !cuda) throw ConfigError("device: cuda was asked for but no CUDA device is available");
-  rt.device = (config.device == "cuda" || (config.device == "auto" && cuda)) ? torch::Device(torch::kCUDA)
-                                                                             : torch::Device(torch::kCPU);
+  if (config.device == "cuda" && !torch::cuda::is_available())
+    throw ConfigError("device: cuda was asked for but no CUDA device is available");
+  rt.device = runs_on_cuda(config) ? torch::Device(torch::kCUDA) : torch::Device(torch::kCPU);
   const auto& p = config.train.precision;
   if (p == "bf16" && rt.device.is_cpu() && !cpu_has_bf16())
     throw ConfigError("train.precision: bf16 needs a CPU with AVX512_BF16 or AMX; use fp32 or auto");
@@ -215,7 +215,10 @@ Runtime make_runtime(const Config& config) {
 }
 
 std::string Runtime::describe() const {
-  const std::string why = precision_why.empty() ? "" : precision_why + "; ";
+  std::ostringstream timed;
+  if (auto_bf16_speedup > 0)
+    timed << std::fixed << std::setprecision(2) << "auto: bf16 products " << auto_bf16_speedup << "x as fast as fp32's here; ";
+  const std::string why = timed.str();
   const std::string blas = device.is_cpu() && !blas_core_name().empty() ? "on OpenBLAS's " + blas_core_name() + " kernels; " : "";
   const std::string precision =
       precision_kept ? (bf16 ? "bf16 autocast (auto, as the run started)" : "fp32 (auto, as the run started)")

@@ -12,8 +12,7 @@ namespace poslab {
 struct Runtime {
   torch::Device device = torch::kCPU;
   bool bf16 = false;  // autocast matrix products to bfloat16
-  std::string precision_why;  // how "auto" chose on the CPU ("bf16 products 2.1x as fast as fp32's here"), else ""
-  double auto_bf16_speedup = 0;  // the timing behind it: bf16 products' speed over fp32's; 0 where none was taken
+  double auto_bf16_speedup = 0;  // how "auto" chose on the CPU: bf16 products' speed over fp32's; 0 where not timed
   bool precision_kept = false;   // "auto" in a resumed run: the precision it started in, not a choice to change here
   int threads = 1;
   std::string threads_from;  // what set `threads`: "train.threads", "OMP_NUM_THREADS=N", or "" (the usable CPUs)
@@ -53,6 +52,8 @@ std::string blas_core_name();
 // F/BW/VL/DQ/CD) or else Haswell (AVX2 with FMA), as `flags` (cpu_info()'s) allow; "" where `current` is not such a
 // fallback, or the CPU has neither.
 std::string openblas_core_for(const std::string& current, const nlohmann::json& flags);
+// Whether the config's device resolves to CUDA here ("cuda", or "auto" with a CUDA device present).
+bool runs_on_cuda(const Config& config);
 // Resolves the config's choices and applies the thread count (intra-op and BLAS). Throws ConfigError for cuda without CUDA.
 Runtime make_runtime(const Config& config);
 
