@@ -609,3 +609,21 @@ TEST(Checkpoint, KeepsThePrecisionTheRunTrainedIn) {
   automatic.device = "cpu";
   EXPECT_EQ(with_precision(automatic, "bf16").train.precision, cpu_has_bf16() ? "bf16" : "auto");
 }
+
+// train --out takes a new or empty directory, or one a stopped start left (its lock, vocab.json, tokenizer.model,
+// an atomic write's hidden temporary); any other file is named, the first by name whatever the listing's order.
+TEST(RunDir, FileNotOfARunNamesTheFirstForeignFile) {
+  TempDir dir;
+  const std::string d = dir.path.string();
+  EXPECT_EQ(file_not_of_a_run(d + "/missing"), "");
+  EXPECT_EQ(file_not_of_a_run(d), "");
+  dir.file(".train.lock", "");
+  dir.file("vocab.json", "{}");
+  dir.file("tokenizer.model", "x");
+  dir.file(".config.json.tmp", "{");
+  EXPECT_EQ(file_not_of_a_run(d), "");
+  for (const std::string name : {"notes.txt", "b.csv", "zz", "a-data"}) dir.file(name, "mine");
+  EXPECT_EQ(file_not_of_a_run(d), "a-data");
+  std::filesystem::create_directories(dir.path / "A-sub");  // a folder counts like a file ('A' sorts before 'a')
+  EXPECT_EQ(file_not_of_a_run(d), "A-sub");
+}

@@ -160,25 +160,41 @@ def describe(res, groups):
                metric_txt, noise_txt(res))) + machines_txt(res)
 
 
-def machine_txt(m):
-    """One machine of results.json's "machines": precision, device, CPU and GPU, as summary.json records them."""
-    precision = {"bf16": "bf16 autocast", "fp32": "fp32"}.get(m.get("precision"), "unknown precision")
+def precision_txt(m):
+    return {"bf16": "bf16 autocast", "fp32": "fp32"}.get(m.get("precision"), "unknown precision")
+
+
+def hardware_txt(m):
+    """Where one machine of results.json's "machines" ran, as summary.json records it: its CPU, or its GPU."""
     cpu = m.get("cpu") or "an unrecorded CPU"
     if m.get("device") == "cuda":
-        return "%s on %s (host CPU %s)" % (precision, "the GPU " + m["gpu"] if m.get("gpu") else "a CUDA GPU", cpu)
-    return "%s on the CPU %s" % (precision, cpu)
+        return "%s (host CPU %s)" % ("the GPU " + m["gpu"] if m.get("gpu") else "a CUDA GPU", cpu)
+    return "the CPU %s" % cpu
+
+
+def machine_txt(m):
+    """One machine of results.json's "machines": precision, device, CPU and GPU, as summary.json records them."""
+    return "%s on %s" % (precision_txt(m), hardware_txt(m))
 
 
 def machines_txt(res):
-    """Which machines trained the cells: bf16 or fp32 and other kernels give other numbers (and speeds)."""
+    """Which machines trained the cells: bf16 or fp32 and other kernels give other numbers (and speeds). An entry
+    of "machines" is a machine in one precision: one machine in two precisions (a grid over train.precision) is
+    said as one machine."""
     machines = res.get("machines") or []
     if not machines:
         return ""
     if len(machines) == 1:
         return " Trained with %s." % machine_txt(machines[0])
+    def cells(m):
+        return "%d cell%s" % (m.get("cells", 0), "" if m.get("cells", 0) == 1 else "s")
+    hardware = {(m.get("device"), m.get("cpu"), m.get("gpu")) for m in machines}
+    if len(hardware) == 1:
+        return (" Trained on one machine, %s, in %d precisions, whose numbers and speeds differ: %s." % (
+            hardware_txt(machines[0]), len(machines),
+            "; ".join("%s (%s)" % (precision_txt(m), cells(m)) for m in machines)))
     return (" Trained on %d machines, whose numbers and speeds differ (precision, kernels): %s." % (
-        len(machines), "; ".join("%s (%d cell%s)" % (machine_txt(m), m.get("cells", 0),
-                                                    "" if m.get("cells", 0) == 1 else "s") for m in machines)))
+        len(hardware), "; ".join("%s (%s)" % (machine_txt(m), cells(m)) for m in machines)))
 
 
 def probe_failures_txt(res):

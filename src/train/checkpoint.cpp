@@ -285,6 +285,18 @@ std::string inside_another_output(const std::string& dir, bool in_runs) {
   return "";
 }
 
+std::string file_not_of_a_run(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  std::string first;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name == "vocab.json" || name == "tokenizer.model" || name.rfind('.', 0) == 0) continue;
+    if (first.empty() || name < first) first = name;
+  }
+  return first;
+}
+
 std::string no_run_here(const std::string& dir) {
   if (is_compare_dir(dir))
     return "no run here (a poslab compare output: its runs are " + dir + "/cells/NAME)";

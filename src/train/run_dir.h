@@ -100,6 +100,10 @@ bool is_compare_dir(const std::string& dir);
 // output's folders (OUT/cells, OUT/logs, OUT/configs; a cell's run goes in OUT/cells/NAME, which is allowed to
 // `train`), or, with `in_runs`, inside a train run. "" where nowhere, else what it is in, for an error.
 std::string inside_another_output(const std::string& dir, bool in_runs);
+// For `train --out`: the first file (by name) in `dir` that is neither a run's nor hidden, "" where there is none
+// (or no directory). What a run's start writes before config.json (vocab.json, tokenizer.model) and hidden files
+// (its lock, an atomic write's temporary) do not count, so that a start stopped midway may be started again.
+std::string file_not_of_a_run(const std::string& dir);
 // "no run here (...)" for `dir`: config.json is missing, and where the directory is a compare output, where its runs are.
 std::string no_run_here(const std::string& dir);
 

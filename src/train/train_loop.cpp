@@ -90,6 +90,7 @@ TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& d
 
   // Which machine trained it: results differ by CPU (bf16 or fp32, kernels) and GPU.
   const json cpu = cpu_info(), gpu = run_gpu_info(rt);
+  const std::string blas_core = blas_core_name();
   // The share of its cores this session had: of the time its threads were ready to run, the time they ran
   // (Linux's per-thread schedstat: time on a CPU, time waiting for one; waits on disk or sleeping workers
   // count as neither). Below 1 where other work ran beside it (compare's last cells, one beyond --jobs; a busy
@@ -128,6 +129,8 @@ TrainResult run_loop(const Config& c, const Corpus& corpus, const std::string& d
               {"threads", rt.threads},
               {"core_share", core_share()},
               {"cpu", cpu},
+              // The kernels of its fp32 products, as bench records them ("" for another BLAS; null on CUDA).
+              {"blas_core", rt.device.is_cuda() ? json(nullptr) : json(blas_core)},
               {"gpu", gpu}};
     if (!error.empty()) s["error"] = error;
     dist.add_stats(s, /*window=*/false);

@@ -132,6 +132,9 @@ TrainResult train_new(Config c, const std::string& dir, int64_t stop_at, const s
                       "/cells/NAME): a run written there would mix with it; pick another --out");
   if (const std::string in = inside_another_output(dir, /*in_runs=*/false); !in.empty())
     throw ConfigError("--out " + dir + ": is " + in + ": a run written there would mix with its files; pick another --out");
+  if (const std::string file = file_not_of_a_run(dir); !file.empty())
+    throw ConfigError("--out " + dir + ": is not empty and holds no run (" + file +
+                      " is there): a run written there would mix with its files; pick an empty or new directory");
   std::optional<InitSource> source;
   if (!init_from.empty()) source = read_init_source(init_from, c);
   c.data.cache_dir = RunPaths{dir}.cache();

@@ -67,8 +67,13 @@ expect_fail 2 "$PE.randomize.max_position must be 0 (off) or >= model.block_size
 expect_fail 2 "$PE.randomize.eval must be a boolean" -- "$POSLAB" train -c ok.json --set $PE.randomize.eval=yes --out r1
 check "no run directory left behind by bad input" test ! -e r1
 
+mkdir run  # an empty directory made beforehand takes a run, as a new one does
 "$POSLAB" train -c ok.json --out run >/dev/null 2>&1
 check "a good run trains" test -f run/checkpoint.pt
+# A directory that holds other files is no run's: writing one there would mix the two (and resume nothing).
+mkdir notrun && echo mine > notrun/mine.txt && echo x > notrun/.hidden
+expect_fail 2 "--out notrun: is not empty and holds no run (mine.txt is there): a run written there would mix with its files; pick an empty or new directory" -- "$POSLAB" train -c ok.json --out notrun
+check "a refused --out keeps what it held, and nothing more" test "$(ls -A notrun | tr '\n' ' ')" = ".hidden mine.txt "
 expect_fail 2 "already holds a run" -- "$POSLAB" train -c ok.json --out run
 expect_fail 2 "--resume-if-exists: run holds a run of another config (train.max_iters is 3 there, 4 here); pick another --out" -- "$POSLAB" train -c ok.json --set train.max_iters=4 --out run --resume-if-exists
 expect_fail 2 "train.checkpoint_interval must be >= 0" -- "$POSLAB" train -c ok.json --set train.checkpoint_interval=-1 --out r8

@@ -192,6 +192,10 @@ import json, re
 cores = re.findall(r"^Core: (\S+)", open("blas.out").read(), re.M)
 got = json.load(open("bench_blas.json"))["blas_core"]
 assert (cores[-1] == got) if cores else got == "", (cores, got)'
+check "a run's summary.json records the OpenBLAS core, as bench does" /usr/bin/python3 -c '
+import json
+got, want = json.load(open("run/summary.json"))["blas_core"], json.load(open("bench_blas.json"))["blas_core"]
+assert got == want, (got, want)'
 OPENBLAS_VERBOSE=2 OPENBLAS_CORETYPE=Zen "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_zen.json > blas_zen.out 2>&1
 check "bench json follows OPENBLAS_CORETYPE" /usr/bin/python3 -c '
 import json, re
@@ -240,7 +244,7 @@ else:
     assert m is None and got == "fp32", (got, out[:600])
 print(got, m and m.group(2))'
 # bench records the timing auto chose by (null where it took none: an explicit precision, a CPU without bf16).
-"$POSLAB" bench -c sort.json --set train.precision=auto --steps 1 --warmup 0 --json bench_auto.json > bench_auto.out 2>&1
+"$POSLAB" bench -c sort.json --precision auto --steps 1 --warmup 0 --json bench_auto.json > bench_auto.out 2>&1
 "$POSLAB" bench -c sort.json --steps 1 --warmup 0 --json bench_fixed.json > /dev/null 2>&1
 check "bench records and prints the timing behind precision auto" /usr/bin/python3 -c '
 import json

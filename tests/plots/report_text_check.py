@@ -54,6 +54,17 @@ assert text.endswith(" Trained on 2 machines, whose numbers and speeds differ (p
                      "MB, compute capability 9.0) (host CPU Intel Xeon) (1 cell)."), text
 res["machines"][1]["gpu"] = None  # a GPU run without a recorded name
 assert "bf16 autocast on a CUDA GPU (host CPU Intel Xeon) (1 cell)." in report_text.describe(res, ["none"]), res
+# One machine in two precisions (a grid over train.precision) is one machine, named once with each precision's cells.
+amd = {"device": "cpu", "cpu": "AMD EPYC (AuthenticAMD family 25 model 1)"}
+res["machines"] = [dict(amd, precision="bf16", cells=3), dict(amd, precision="fp32", cells=2)]
+text = report_text.describe(res, ["none"])
+assert text.endswith(" Trained on one machine, the CPU AMD EPYC (AuthenticAMD family 25 model 1), in 2 precisions, "
+                     "whose numbers and speeds differ: bf16 autocast (3 cells); fp32 (2 cells)."), text
+# Two CPUs, one of them in two precisions: two machines, three entries.
+res["machines"].append({"device": "cpu", "precision": "fp32", "cpu": "Intel Xeon", "cells": 1})
+text = report_text.describe(res, ["none"])
+assert " Trained on 2 machines, whose numbers and speeds differ (precision, kernels): bf16 autocast on the CPU AMD " in text, text
+assert text.endswith("; fp32 on the CPU Intel Xeon (1 cell)."), text
 res["machines"] = []  # results.json written before machines were recorded: nothing said
 assert "Trained" not in report_text.describe(res, ["none", "yarn", "ntk"])
 # Cells that ran under 80% of the time they were ready to (summary.json's core_share) are named with their
