@@ -240,12 +240,13 @@ struct QkvAttentionFunction : torch::autograd::Function<QkvAttentionFunction> {
     const auto mask = ctx->saved_data["mask"].toTensor();
     const int64_t H = ctx->saved_data["n_head"].toInt();
     const auto& q = saved[0];
-    auto dqkv = torch::empty({q.size(0), q.size(2), 3 * q.size(1) * q.size(3)}, q.options());  // (B, T, 3C)
-    const auto [dq, dk, dv] = qkv_heads(dqkv, H);
+    const int64_t B = q.size(0), T = q.size(2), C = q.size(1) * q.size(3);
+    auto grad_rows = torch::empty({3, B, T, C}, q.options());  // dq, dk, dv, each in rows (B, T, C)
     auto dmask = Bf16Attention::backward(saved, mask, Bf16Attention::heads(grads[0].contiguous(), H),
-                                         ctx->saved_data["scale"].toDouble(),
-                                         mask.numel() > 0 && ctx->needs_input_grad(1), dq, dk, dv);
-    return {dqkv, dmask, torch::Tensor(), torch::Tensor()};
+                                         ctx->saved_data["scale"].toDouble(), mask.numel() > 0 && ctx->needs_input_grad(1),
+                                         Bf16Attention::heads(grad_rows[0], H), Bf16Attention::heads(grad_rows[1], H),
+                                         Bf16Attention::heads(grad_rows[2], H));
+    return {torch::cat({grad_rows[0], grad_rows[1], grad_rows[2]}, /*dim=*/2), dmask, torch::Tensor(), torch::Tensor()};  // (B, T, 3C)
   }
 };
 
