@@ -88,6 +88,28 @@ TEST(Bf16Products, MatchTheFormulaForEveryLayoutAndOutputType) {
   }
 }
 
+// Into an out that is a view of a wider buffer (q's part of a (B, T, 3C) gradient, a block of a (B, T, C) row
+// tensor's rows, as attention writes them) the product is the one a fresh tensor gets, to the bit, and the rest of
+// the buffer keeps what it held.
+TEST(Bf16Products, IntoAViewOfAWiderBufferAsIntoANewTensor) {
+  POSLAB_SKIP_WITHOUT_CPU_BF16();
+  torch::manual_seed(5);
+  const int64_t B = 3, H = 4, T = 16, hs = 8, C = H * hs;
+  const auto a = bf16_randn({B, H, T, T}), b = bf16_randn({B, H, T, hs});
+  auto heads = [&](const torch::Tensor& rows) { return rows.view({B, rows.size(1), H, hs}).permute({0, 2, 1, 3}); };
+  for (auto type : {torch::kBFloat16, torch::kFloat}) {
+    const auto fresh = bf16_matmul(a, b, type);
+    auto wide = torch::full({B, T, 3 * C}, 7.0, torch::TensorOptions().dtype(type));
+    bf16_matmul(a, b, type, {}, heads(wide.narrow(2, C, C)));  // the middle third of each row
+    EXPECT_TRUE(torch::equal(heads(wide.narrow(2, C, C)), fresh)) << type;
+    EXPECT_TRUE((wide.narrow(2, 0, C) == 7).all().item<bool>() && (wide.narrow(2, 2 * C, C) == 7).all().item<bool>());
+    auto rows = torch::full({B, 2 * T, C}, 7.0, torch::TensorOptions().dtype(type));
+    bf16_matmul(a, b, type, {}, heads(rows.slice(1, 5, 5 + T)));  // a block of rows
+    EXPECT_TRUE(torch::equal(heads(rows.slice(1, 5, 5 + T)), fresh)) << type;
+    EXPECT_TRUE((rows.slice(1, 0, 5) == 7).all().item<bool>() && (rows.slice(1, 5 + T) == 7).all().item<bool>());
+  }
+}
+
 TEST(Bf16Products, AnEmptySumIsTheBiasAlone) {
   const auto a = torch::empty({3, 0}, torch::kBFloat16), b = torch::empty({0, 4}, torch::kBFloat16);
   EXPECT_EQ(bf16_matmul(a, b, torch::kFloat).abs().max().item<float>(), 0.0f);

@@ -131,6 +131,12 @@ torch::Tensor bf16_matmul(const torch::Tensor& a_in, const torch::Tensor& b_in, 
   const auto bias_c = bias.defined() ? bias.contiguous() : bias;
   auto c = result_for(a, b, out_type, out);
   if (c.numel() == 0) return c;
+  // oneDNN 2.6's brgemm kernels (AMX, AVX512_BF16) write only a dense output, whose strides order a contiguous
+  // tensor's (rows of heads, (B, T, H, hs) seen as (B, H, T, hs), are dense): into the views of a wider buffer
+  // (one of q, k and v's gradients in (B, T, 3C), a block of rows) oneDNN ran gemm:jit, 2-5x slower (at the
+  // main job's attention shapes 0.16 against 0.05 ms with AMX; docs/benchmarks.md). Such an out takes the
+  // product from a dense tensor.
+  if (!c.is_non_overlapping_and_dense()) return c.copy_(bf16_matmul(a, b, out_type, bias));
   if (a.size(-1) == 0) return bias.defined() ? c.copy_(bias_c.expand_as(c)) : c.zero_();
   auto& tc = cache();
   auto& e = entry_for(tc, a, b, c, bias_c);

@@ -16,7 +16,8 @@ bool dnnl_matmul_active();
 // result widened, as autocast's cast back gives it. a and b: bfloat16 CPU tensors of 2 to 4
 // dimensions, the same batch dimensions, any strides (transposed views included). Written into out when
 // it is given (the result's sizes and type, its last dimension contiguous; any other strides, such as a
-// transposed view of a larger buffer), else into a new contiguous tensor; returns it.
+// transposed view of a larger buffer; one that is not dense gets the product through a dense copy, since
+// oneDNN's fast kernels write only dense outputs), else into a new contiguous tensor; returns it.
 torch::Tensor bf16_matmul(const torch::Tensor& a, const torch::Tensor& b, c10::ScalarType out_type,
                           const torch::Tensor& bias = {}, torch::Tensor out = {});
 
