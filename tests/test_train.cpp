@@ -621,8 +621,11 @@ TEST(RunDir, FileNotOfARunNamesTheFirstForeignFile) {
   dir.file("vocab.json", "{}");
   dir.file("tokenizer.model", "x");
   dir.file(".config.json.tmp", "{");
+  dir.file("slurm-12.log", "started");  // a scheduler's log, written before poslab starts
   EXPECT_EQ(file_not_of_a_run(d), "");
-  for (const std::string name : {"notes.txt", "b.csv", "zz", "a-data"}) dir.file(name, "mine");
+  dir.file("catalog", "mine");  // no suffix: not a log
+  EXPECT_EQ(file_not_of_a_run(d), "catalog");
+  for (const std::string name : {"notes.txt", "b.csv", "zz", "a-data", "a.log.txt"}) dir.file(name, "mine");
   EXPECT_EQ(file_not_of_a_run(d), "a-data");
   std::filesystem::create_directories(dir.path / "A-sub");  // a folder counts like a file ('A' sorts before 'a')
   EXPECT_EQ(file_not_of_a_run(d), "A-sub");

@@ -291,7 +291,8 @@ std::string file_not_of_a_run(const std::string& dir) {
   std::string first;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name == "vocab.json" || name == "tokenizer.model" || name.rfind('.', 0) == 0) continue;
+    const bool log = name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0;  // a scheduler's, say
+    if (name == "vocab.json" || name == "tokenizer.model" || name.rfind('.', 0) == 0 || log) continue;
     if (first.empty() || name < first) first = name;
   }
   return first;

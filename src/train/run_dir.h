@@ -102,7 +102,8 @@ bool is_compare_dir(const std::string& dir);
 std::string inside_another_output(const std::string& dir, bool in_runs);
 // For `train --out`: the first file (by name) in `dir` that is neither a run's nor hidden, "" where there is none
 // (or no directory). What a run's start writes before config.json (vocab.json, tokenizer.model) and hidden files
-// (its lock, an atomic write's temporary) do not count, so that a start stopped midway may be started again.
+// (its lock, an atomic write's temporary) do not count, so that a start stopped midway may be started again; nor
+// do *.log files, which a batch scheduler may write into the run's directory before poslab starts (Slurm's --output).
 std::string file_not_of_a_run(const std::string& dir);
 // "no run here (...)" for `dir`: config.json is missing, and where the directory is a compare output, where its runs are.
 std::string no_run_here(const std::string& dir);

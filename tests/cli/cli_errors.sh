@@ -67,7 +67,7 @@ expect_fail 2 "$PE.randomize.max_position must be 0 (off) or >= model.block_size
 expect_fail 2 "$PE.randomize.eval must be a boolean" -- "$POSLAB" train -c ok.json --set $PE.randomize.eval=yes --out r1
 check "no run directory left behind by bad input" test ! -e r1
 
-mkdir run  # an empty directory made beforehand takes a run, as a new one does
+mkdir run && echo queued > run/job.log  # made beforehand, empty but for a scheduler's log: it takes a run
 "$POSLAB" train -c ok.json --out run >/dev/null 2>&1
 check "a good run trains" test -f run/checkpoint.pt
 # A directory that holds other files is no run's: writing one there would mix the two (and resume nothing).
