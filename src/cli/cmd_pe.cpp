@@ -46,6 +46,13 @@ static void print_csv(const std::map<std::string, torch::Tensor>& tensors) {
   }
 }
 
+// (1, 5000, 5000), as the tables' shapes are written in the help and docs.
+static std::string shape_text(c10::IntArrayRef sizes) {
+  std::string text = "(";
+  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
+  return text + ")";
+}
+
 // "r1=0.5,r2=1" -> {r1: 0.5, r2: 1}; anything else is a one-line error naming --param.
 static InspectParams parse_params(const std::string& text) {
   InspectParams out;
@@ -106,6 +113,7 @@ struct PeOpts {
   std::string params, rope_scaling = "none";
   std::vector<std::string> options;  // --option KEY=VALUE: model.pos_encoding.KEY
   int64_t original_length = 0;
+  int64_t max_values = 10'000'000;  // ~300 MB of CSV at ~30 bytes a record
 };
 
 // The encoding as `pe` builds it (same factory as a model), seeded so learned tables are reproducible.
@@ -233,6 +241,9 @@ void add_pe(CLI::App& app) {
                                       "1/sqrt(D) for sinusoidal and binary; 1 prints the bare formula)");
   auto* bits_opt = cmd->add_option("--bits", o->bits, "Bits for binary (default 16, or --dim where it is narrower)");
   cmd->add_option("--format,-f", o->format, "csv|json (default csv: one record per value, RFC 4180)")->check(CLI::IsMember({"csv", "json"}));
+  cmd->add_option("--max-values", o->max_values, "Refuse tables of more values than this in all (default 10000000, "
+                                                "~300 MB of CSV)")
+      ->check(positive_integer());
   cmd->add_option("--plot", o->plot, "Draw the pictures that explain the encoding into this .png (needs python3-matplotlib)");
   cmd->add_option("--plot-data", o->plot_data, "Write the numbers behind those pictures to this .json (for your own plots)");
   cmd->add_option("--rope-scaling", o->rope_scaling, "Rotary kinds: none|linear|ntk|dynamic_ntk|yarn; prints inv_freq "
@@ -333,6 +344,17 @@ void add_pe(CLI::App& app) {
       torch::manual_seed(o->seed);
       tensors["positions"] = pe->positions(o->positions, /*training=*/true, torch::kCPU);  // (N,)
     }
+    // A bias is (H, N, N): --positions 5000 alone would print 25 million records (~750 MB) before anyone saw one.
+    int64_t values = 0;
+    std::string shapes;
+    for (const auto& [name, t] : tensors) {
+      values += t.numel();
+      shapes += (shapes.empty() ? "" : ", ") + name + " " + shape_text(t.sizes());
+    }
+    if (values > o->max_values)
+      throw ConfigError("--positions " + std::to_string(o->positions) + ": --kind " + o->kind + " gives " +
+                        std::to_string(values) + " values (" + shapes + "), more than --max-values " +
+                        std::to_string(o->max_values) + " (~30 bytes each as CSV); give fewer --positions, or raise --max-values");
     const double scale = o->scale > 0 ? o->scale : default_additive_scale(o->kind, o->dim);
     if (o->format == "json" || pictures) {
       nlohmann::json out = {{"kind", o->kind}, {"family", pe->family()}, {"positions", o->positions}, {"dim", o->dim}};

@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 #include <torch/version.h>
 
+#include "poslab_c10d.h"  // POSLAB_WITH_GLOO, POSLAB_WITH_NCCL, from the build's configuration (CMakeLists.txt)
+
 #include <atomic>
 #include <chrono>
 #include <cstdlib>

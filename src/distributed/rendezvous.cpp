@@ -3,6 +3,8 @@
 // it sees POSLAB_WITH_GLOO / POSLAB_WITH_NCCL as process_group.cpp does.
 #include <torch/version.h>
 
+#include "poslab_c10d.h"  // POSLAB_WITH_GLOO, POSLAB_WITH_NCCL, from the build's configuration (CMakeLists.txt)
+
 #if defined(POSLAB_WITH_GLOO) || defined(POSLAB_WITH_NCCL)
 #include "distributed/rendezvous.h"
 

@@ -288,11 +288,15 @@ std::string inside_another_output(const std::string& dir, bool in_runs) {
 std::string file_not_of_a_run(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return "";
+  // What a start that stopped early may have written first, named as the run's own paths name them.
+  const RunPaths paths{dir};
+  const std::string vocab = fs::path(paths.vocab()).filename().string();
+  const std::string tokenizer = fs::path(paths.tokenizer_model()).filename().string();
   std::string first;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     const bool log = name.size() > 4 && name.compare(name.size() - 4, 4, ".log") == 0;  // a scheduler's, say
-    if (name == "vocab.json" || name == "tokenizer.model" || name.rfind('.', 0) == 0 || log) continue;
+    if (name == vocab || name == tokenizer || name.rfind('.', 0) == 0 || log) continue;
     if (first.empty() || name < first) first = name;
   }
   return first;

@@ -138,6 +138,11 @@ check "...and the suggested 1.01 is taken" "$POSLAB" pe --kind xpos --positions 
 # A key that starts with a flag's key (scale_base, scale) keeps its own name: --option, not "--scale_base".
 expect_fail 2 "poslab: error: --option scale_base must be large enough that xPos's scales stay finite over --positions = 100000 tokens" -- "$POSLAB" pe --kind xpos --positions 100000 --dim 8
 expect_fail 2 "--scale must be a finite number, got inf" -- "$POSLAB" pe --kind sinusoidal --positions 4 --dim 8 --scale inf
+# A table larger than --max-values is refused before a record is printed; at the limit it prints, one record a value.
+# ALiBi with 2 heads at 100 positions: a (2, 100, 100) bias and 2 slopes, 20002 values.
+expect_fail 2 "--kind alibi gives 20002 values (bias (2, 100, 100), slopes (2)), more than --max-values 20001" -- "$POSLAB" pe --kind alibi --positions 100 --dim 8 --heads 2 --max-values 20001
+check "pe prints nothing to stdout for a table over --max-values" test -z "$("$POSLAB" pe --kind alibi --positions 100 --dim 8 --heads 2 --max-values 20001 2>/dev/null)"
+check "pe at --max-values prints a header and a record per value" test "$("$POSLAB" pe --kind alibi --positions 100 --dim 8 --heads 2 --max-values 20002 | wc -l)" -eq $((1 + 2 * 100 * 100 + 2))
 expect_fail 2 "--base must be a finite number, got nan" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --base nan
 # A flag the kind does not read: the numbers printed as without it, and a warning on stderr naming what it reads.
 "$POSLAB" pe --kind alibi --positions 4 --dim 8 --base 100 > pe-base.csv 2> pe-base.err
