@@ -2,6 +2,9 @@
 // and a text-haystack probe read the same files: token files truncated, appended to or rewritten since
 // would give other tokens under the run's name without a word.
 #include <algorithm>
+#include <set>
+
+#include <spdlog/spdlog.h>
 
 #include "data/file_identity.h"
 #include "train/run_dir.h"
@@ -25,7 +28,17 @@ void record_data_files(const RunPaths& run, const Config& c) {
 
 void check_data_files(const RunPaths& run, const std::vector<std::string>& roles, const std::string& context,
                       const std::string& consequence, std::map<std::string, nlohmann::json>* identities) {
-  if (!file_exists(run.data_files())) return;
+  if (!file_exists(run.data_files())) {
+    // A task's run has none (nothing read); a run of files without it lost its record, or predates it: said, once
+    // per run, since nothing can tell whether its files changed.
+    static std::set<std::string> warned;
+    if (!file_exists(run.config()) || !warned.insert(run.dir).second) return;
+    const auto read = data_files_read(run.read_config());
+    if (!read.empty())
+      spdlog::warn("{}: {} is missing, the record of the files the run trained on: whether {} changed since cannot "
+                   "be checked", context, run.data_files(), read.front().path);
+    return;
+  }
   const nlohmann::json record = read_json_file(run.data_files());
   std::map<std::string, nlohmann::json> local;  // without a caller's: this call's own
   if (!record.contains("files") || !record["files"].is_array())
