@@ -133,6 +133,30 @@ TEST(ReportStats, MeanReciprocalRankOverLengthsPastTraining) {
   EXPECT_NEAR(rk["items"][2]["mrr"].get<double>(), 1.0 / 3.0, 1e-12);
 }
 
+TEST(ReportStats, MeanReciprocalRankLeavesOutALengthNoItemHasANumberAt) {
+  // 300000 tokens, past the validation split: n/a for every encoding. Ranked, it would give both a shared last
+  // place (1/2 each), and alibi's mean would fall from 1 to 3/4 for a length no encoding reached.
+  json results = {{"train_length", 64}, {"length_unit", "tokens"},
+                  {"rows", {row("alibi", 64, {2.0}), row("rope", 64, {1.9}), row("alibi", 128, {2.0}),
+                            row("rope", 128, {2.5}), row("alibi", 300000, {}), row("rope", 300000, {})}}};
+  json rk = mrr_ranking(results, "loss", "model.pos_encoding.kind");
+  EXPECT_EQ(rk["lengths"], json({128}));
+  EXPECT_EQ(rk["scenarios"], 1);
+  ASSERT_EQ(rk["items"].size(), 2u);
+  EXPECT_EQ(rk["items"][0]["name"], "alibi");
+  EXPECT_NEAR(rk["items"][0]["mrr"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);
+  // With no number past the training length at all, the ranking is over every length that has one: 64 alone,
+  // where rope (1.9) leads alibi (2.0).
+  json far = {{"train_length", 64}, {"length_unit", "tokens"},
+              {"rows", {row("alibi", 64, {2.0}), row("rope", 64, {1.9}), row("alibi", 300000, {}), row("rope", 300000, {})}}};
+  rk = mrr_ranking(far, "loss", "model.pos_encoding.kind");
+  EXPECT_EQ(rk["lengths"], json({64}));
+  EXPECT_EQ(rk["items"][0]["name"], "rope");
+  EXPECT_NEAR(rk["items"][0]["mrr"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);
+}
+
 TEST(ReportStats, MeanReciprocalRankAcrossTasks) {
   // Two tasks x one length past training: a wins copy, b wins reverse -> both (1 + 1/2) / 2.
   json results = {{"train_length", 8},

@@ -151,19 +151,36 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
     const int L = r["length"];
     if (L > train_length && std::find(lengths.begin(), lengths.end(), L) == lengths.end()) lengths.push_back(L);
   }
-  if (lengths.empty())  // nothing past the training length: rank over every length
+  std::map<std::pair<std::string, int>, std::map<std::string, double>> columns;  // (scenario, L) -> item -> value
+  auto fill_columns = [&] {
+    columns.clear();
+    std::sort(lengths.begin(), lengths.end());
+    for (const auto& r : results["rows"]) {
+      const int L = r["length"];
+      if (std::find(lengths.begin(), lengths.end(), L) == lengths.end()) continue;
+      if (std::find(items.begin(), items.end(), r["item"]) == items.end()) continue;  // measured nothing anywhere
+      const std::string status = r.value("status", "ok");
+      if (status == "failed" || status == "missing") continue;  // a column only of these ranks nobody
+      // Ranked at the precision the tables print (3 decimals): a difference they show as none is a tie.
+      columns[{r.value("scenario", ""), L}][r["item"]] = std::round(value_of(r, metric) * 1000) / 1000;
+    }
+    // A column where no item has a number (a length longer than the validation split, say) ranks nobody: every
+    // item would share its last place there, which moves the means of the items that have numbers elsewhere.
+    for (auto it = columns.begin(); it != columns.end();) {
+      bool any = false;
+      for (const auto& [item, v] : it->second) any = any || std::isfinite(v);
+      it = any ? std::next(it) : columns.erase(it);
+    }
+    lengths.clear();
+    for (const auto& [column, values] : columns)
+      if (std::find(lengths.begin(), lengths.end(), column.second) == lengths.end()) lengths.push_back(column.second);
+    std::sort(lengths.begin(), lengths.end());
+  };
+  fill_columns();
+  if (lengths.empty()) {  // nothing past the training length has a number: rank over every length
     for (const auto& r : results["rows"])
       if (std::find(lengths.begin(), lengths.end(), r["length"].get<int>()) == lengths.end()) lengths.push_back(r["length"]);
-  std::sort(lengths.begin(), lengths.end());
-  std::map<std::pair<std::string, int>, std::map<std::string, double>> columns;  // (scenario, L) -> item -> value
-  for (const auto& r : results["rows"]) {
-    const int L = r["length"];
-    if (std::find(lengths.begin(), lengths.end(), L) == lengths.end()) continue;
-    if (std::find(items.begin(), items.end(), r["item"]) == items.end()) continue;  // measured nothing anywhere
-    const std::string status = r.value("status", "ok");
-    if (status == "failed" || status == "missing") continue;  // a column only of these ranks nobody
-    // Ranked at the precision the tables print (3 decimals): a difference they show as none is a tie.
-    columns[{r.value("scenario", ""), L}][r["item"]] = std::round(value_of(r, metric) * 1000) / 1000;
+    fill_columns();
   }
   std::map<std::string, std::vector<double>> ranks;
   for (const auto& [column, values] : columns) {
