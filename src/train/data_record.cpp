@@ -59,6 +59,13 @@ void check_data_files(const RunPaths& run, const std::vector<std::string>& roles
     if (!what.empty())
       throw ConfigError(context + ": " + key + " " + path + " changed since the run trained (" + what + "; " +
                         run.data_files() + "): " + consequence);
+    // Same size, same sampled blocks, another modification time: an edit between the blocks, or a copy put back.
+    static std::set<std::string> warned;  // once per run and file in a process (compare checks many cells)
+    if (f.contains("mtime_ns") && now.contains("mtime_ns") && now["mtime_ns"] != f["mtime_ns"] &&
+        warned.insert(run.dir + "\n" + path).second)
+      spdlog::warn("{}: {} {} was modified since the run trained, its size and the {} blocks its record hashed the "
+                   "same ({}): an edit between those blocks is not seen; if the file was only copied or touched, "
+                   "nothing changed", context, key, path, kIdentityBlocks, run.data_files());
   }
 }
 
