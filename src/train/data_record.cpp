@@ -33,10 +33,11 @@ void check_data_files(const RunPaths& run, const std::vector<std::string>& roles
     // per run, since nothing can tell whether its files changed.
     static std::set<std::string> warned;
     if (!file_exists(run.config()) || !warned.insert(run.dir).second) return;
-    const auto read = data_files_read(run.read_config());
-    if (!read.empty())
+    std::string paths;
+    for (const auto& f : data_files_read(run.read_config())) paths += (paths.empty() ? "" : ", ") + f.path;
+    if (!paths.empty())
       spdlog::warn("{}: {} is missing, the record of the files the run trained on: whether {} changed since cannot "
-                   "be checked", context, run.data_files(), read.front().path);
+                   "be checked", context, run.data_files(), paths);
     return;
   }
   const nlohmann::json record = read_json_file(run.data_files());

@@ -453,12 +453,12 @@ status=$?
 check "a finished run resumed beside a changed training file: nothing to train, exit 0 ($status)" \
   bash -c "[ $status -eq 0 ] && grep -q 'is finished (step 4 of 4): nothing to train' grown-done.log"
 cp grown.train.bin grown/train.bin
-# Without its record the run's files cannot be checked: eval says so, naming the record and a file it read, and goes on.
+# Without its record the run's files cannot be checked: eval says so, naming the record and the files, and goes on.
 mv runs/grown/data_files.json grown.data_files.json
 "$POSLAB" eval --run runs/grown --lengths 32 > grown-norecord.log 2>&1
 status=$?
 check "eval of a run whose data_files.json is gone warns once and goes on (exit $status)" bash -c "[ $status -eq 0 ] &&
-  [ \$(grep -c 'runs/grown/data_files.json is missing, the record of the files the run trained on: whether $WORK/grown/' grown-norecord.log) -eq 1 ] &&
+  [ \$(grep -c 'runs/grown/data_files.json is missing, the record of the files the run trained on: whether $WORK/grown/train.bin, $WORK/grown/val.bin changed since cannot be checked' grown-norecord.log) -eq 1 ] &&
   grep -q 'written: runs/grown/eval.json' grown-norecord.log"
 mv grown.data_files.json runs/grown/data_files.json
 # An ids-only run given token files with ids past its vocabulary: the error says the run's vocabulary is the
