@@ -152,8 +152,18 @@ def plot_metric_vs_length(ax, res, groups, colors, table, lengths, key, ylabel):
     return handles, values
 
 
+def lengths_with_numbers(table, lengths, keys):
+    """The lengths where some group has a number for one of keys: an axis tick where every group is n/a (a length
+    past the validation split, say) would hold nothing and squeeze the rest to one side."""
+    return [L for L in lengths if any(is_ok(table[g].get(L)) and any(finite(table[g][L].get(k + "_mean")) for k in keys)
+                                      for g in table)]
+
+
 def plot_extrapolation(res, groups, colors, table, path):
-    lengths = sorted(set(res["lengths"]) | {L for g in table for L in table[g]})
+    every = sorted(set(res["lengths"]) | {L for g in table for L in table[g]})
+    keys = ["exact_match", "loss"] if has_exact_match(res) else ["loss"]
+    lengths = lengths_with_numbers(table, every, keys) or every
+    left_out = [L for L in every if L not in lengths]
     unit = res.get("length_unit", "tokens")
     tl = res.get("train_length")
     name = res.get("experiment", "experiment")
@@ -183,7 +193,9 @@ def plot_extrapolation(res, groups, colors, table, path):
         fig.legend(handles=legend_handles, labels=[h.get_label() for h in legend_handles], title=item_label(res),
                    loc="upper left", bbox_to_anchor=(1.0, 0.92), frameon=False)
     trained = " (trained at %s %s)" % (fmt_g(tl), unit) if finite(tl) else ""
-    fig.suptitle("%s: length extrapolation%s" % (name, trained), fontsize=13)
+    nowhere = ("; no %s has a number at %s %s (n/a)" % (item_label(res), ", ".join("%g" % L for L in left_out), unit)
+               if left_out else "")
+    fig.suptitle("%s: length extrapolation%s%s" % (name, trained, nowhere), fontsize=13)
     fig.tight_layout()
     save(fig, path)
 

@@ -53,6 +53,8 @@ check "report sentences: cells of an eval grid, column names, experiment file, r
 check "report heat maps: exact match averaged over seeds, cell by cell" \
   "$PY" "$ROOT/tests/plots/heatmap_mean_check.py" "$ROOT/scripts"
 check "a run's probe heat map holds its whole title" "$PY" "$ROOT/tests/plots/probe_title_check.py" "$ROOT/scripts"
+check "extrapolation: no tick for a length where no encoding has a number, and the title says so" \
+  "$PY" "$ROOT/tests/plots/extrapolation_axis_check.py" "$ROOT/scripts"
 check "Ctrl-C while the report saves a picture: exit 130, no traceback, the temp file removed" \
   "$PY" "$ROOT/tests/plots/interrupt_check.py" "$ROOT/scripts" "$DATA/compare"
 check "rotary: one pair draws; q·k titled for what it holds (plain, xpos's scales, yarn's factor)" \
