@@ -2,6 +2,7 @@
 // and a text-haystack probe read the same files: token files truncated, appended to or rewritten since
 // would give other tokens under the run's name without a word.
 #include <algorithm>
+#include <mutex>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -26,13 +27,21 @@ void record_data_files(const RunPaths& run, const Config& c) {
   write_file_atomic(run.data_files(), nlohmann::json{{"files", files}}.dump(1) + "\n");
 }
 
+// Whether `what` is said for the first time in this process: compare checks many cells, and its follow-ups'
+// thread (a text-haystack probe) may check beside the main one.
+static bool first_time(const std::string& what) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  return said.insert(what).second;
+}
+
 void check_data_files(const RunPaths& run, const std::vector<std::string>& roles, const std::string& context,
                       const std::string& consequence, std::map<std::string, nlohmann::json>* identities) {
   if (!file_exists(run.data_files())) {
     // A task's run has none (nothing read); a run of files without it lost its record, or predates it: said, once
     // per run, since nothing can tell whether its files changed.
-    static std::set<std::string> warned;
-    if (!file_exists(run.config()) || !warned.insert(run.dir).second) return;
+    if (!file_exists(run.config()) || !first_time("no record\n" + run.dir)) return;
     std::string paths;
     for (const auto& f : data_files_read(run.read_config())) paths += (paths.empty() ? "" : ", ") + f.path;
     if (!paths.empty())
@@ -61,9 +70,8 @@ void check_data_files(const RunPaths& run, const std::vector<std::string>& roles
       throw ConfigError(context + ": " + key + " " + path + " changed since the run trained (" + what + "; " +
                         run.data_files() + "): " + consequence);
     // Same size, same sampled blocks, another modification time: an edit between the blocks, or a copy put back.
-    static std::set<std::string> warned;  // once per run and file in a process (compare checks many cells)
     if (f.contains("mtime_ns") && now.contains("mtime_ns") && now["mtime_ns"] != f["mtime_ns"] &&
-        warned.insert(run.dir + "\n" + path).second)
+        first_time("modified\n" + run.dir + "\n" + path))
       spdlog::warn("{}: {} {} was modified since the run trained, its size and the {} blocks its record hashed the "
                    "same ({}): an edit between those blocks is not seen; if the file was only copied or touched, "
                    "nothing changed", context, key, path, kIdentityBlocks, run.data_files());
