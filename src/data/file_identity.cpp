@@ -50,10 +50,9 @@ nlohmann::json file_identity(const std::string& path, const std::string& key) {
     for (int64_t i = 0; i < kIdentityBlocks; ++i)
       read_at(i * (size - kIdentityBlockBytes) / (kIdentityBlocks - 1), kIdentityBlockBytes);
   }
-  // The modification time goes with the blocks' hash: an edit between the blocks keeps their hash but not this.
-  const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   nlohmann::json identity = {{"bytes", size}, {"sha256", sha256_hex(bytes)}, {"hashed", whole ? "whole" : "blocks"}};
-  if (!whole) identity["mtime_ns"] = mtime_ns;
+  // The modification time goes with the blocks' hash: an edit between the blocks keeps their hash but not this.
+  if (!whole) identity["mtime_ns"] = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
   return identity;
 }
 

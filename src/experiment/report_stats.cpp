@@ -152,9 +152,8 @@ json mrr_ranking(const json& results, const std::string& metric, const std::stri
     if (L > train_length && std::find(lengths.begin(), lengths.end(), L) == lengths.end()) lengths.push_back(L);
   }
   std::map<std::pair<std::string, int>, std::map<std::string, double>> columns;  // (scenario, L) -> item -> value
-  auto fill_columns = [&] {
+  auto fill_columns = [&] {  // from `lengths`, then `lengths` again from the columns kept, in order
     columns.clear();
-    std::sort(lengths.begin(), lengths.end());
     for (const auto& r : results["rows"]) {
       const int L = r["length"];
       if (std::find(lengths.begin(), lengths.end(), L) == lengths.end()) continue;
