@@ -4,7 +4,11 @@
 //   h.{i}.attn.c_proj.weight, h.{i}.ln_2.weight, h.{i}.mlp.c_fc.weight, h.{i}.mlp.c_proj.weight,
 //   ln_f.weight, and a matching .bias for each Linear and LayerNorm when model.bias is true.
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/dropout.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
 
 #include <functional>
 #include <mutex>

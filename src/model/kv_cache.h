@@ -2,7 +2,7 @@
 // instead of recomputing it. Keys are stored already rotated (rotary kinds) at their true positions;
 // whether a cache is valid at all is the encoding's call (PositionalEncodingImpl::kv_cacheable).
 #pragma once
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <vector>
 

@@ -2,7 +2,8 @@
 // defines its PositionalEncodingImpl subclasses and registers them in POSLAB_PLUGIN; a config names the
 // library in model.pos_encoding.plugin (docs/extending.md; examples/plugin/ is a complete one).
 #pragma once
-#include <torch/torch.h>
+#include <torch/nn/module.h>
+#include <torch/version.h>  // TORCH_VERSION_MAJOR/MINOR, in the ABI a plug-in declares
 
 #include <string>
 #include <vector>

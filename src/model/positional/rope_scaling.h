@@ -2,7 +2,7 @@
 // trained at `original_length` and run longer, with the formulas of Hugging Face's
 // modeling_rope_utils: linear (Position Interpolation), ntk, dynamic_ntk and yarn.
 #pragma once
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <string>
 #include <vector>
