@@ -14,15 +14,18 @@ printf '{"model": {"n_layer": 1, "n_embd": 16, "n_head": 2, "block_size": 40}, "
            "precision": "fp32", "threads": 1}}\n' > tiny.json
 
 # ranks2 OUTPREFIX -- poslab args...: rank 0 and 1 at once; logs in OUTPREFIX.r0/.r1, statuses in OUTPREFIX.rc0/.rc1.
+# Each waits for its own two ranks only: the lone launches below run in the background meanwhile.
 ranks2() {
   local prefix=$1 port
+  local -a jobs=()
   shift 2
   port=$(free_port)
   for r in 0 1; do
     (RANK=$r WORLD_SIZE=2 LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_CHECK_WEIGHTS=1 \
        "$POSLAB" "$@" > "$prefix.r$r" 2>&1; echo $? > "$prefix.rc$r") &
+    jobs+=($!)
   done
-  wait
+  wait "${jobs[@]}"
 }
 ok2() { [ "$(cat "$1.rc0")" = 0 ] && [ "$(cat "$1.rc1")" = 0 ]; }
 
@@ -37,6 +40,34 @@ fi
 check "no peer: rank 1 fails to connect within the timeout, one line (got: $out)" \
   bash -c '[[ "$1" == *"connecting to MASTER_ADDR=127.0.0.1"* ]] && [ $(printf "%s\n" "$1" | grep -c .) -eq 1 ]' _ "$out"
 check "no peer: nothing written" test ! -e probe
+
+# Four lone rank-0 launches that only wait, doing no work (3 s and 7 s to their timeouts, 4 s to a signal),
+# run in the background from here beside the training below; each case's checks are where it is told.
+ports=()
+while [ ${#ports[@]} -lt 4 ]; do
+  p=$(free_port)
+  [[ " ${ports[*]} " == *" $p "* ]] || ports+=("$p")
+done
+lone_start=$(date +%s)
+# (f) A config refused for the world size on a rank 0 alone (below).
+{ RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=${ports[0]} POSLAB_DIST_TIMEOUT_S=3 \
+    "$POSLAB" train -c tiny.json --out bad5 > lone5.log 2>&1
+  echo $? > lone5.rc; } &
+lone_jobs=($!)
+# (f) A rank 0 started alone with a valid config (below).
+{ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=${ports[1]} POSLAB_DIST_TIMEOUT_S=7 \
+    "$POSLAB" train -c tiny.json --out alone7 > alone7.log 2>&1
+  echo $? > alone7.rc; } &
+lone_jobs+=($!)
+# Stray launch variables, and a signal at the rendezvous (below).
+{ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=${ports[2]} POSLAB_DIST_TIMEOUT_S=30 \
+    timeout --preserve-status 4 "$POSLAB" train -c tiny.json --set model.n_layer=0 --out stray > stray.log 2>&1
+  echo $? > stray.rc; date +%s > stray.end; } &
+lone_jobs+=($!)
+{ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=${ports[3]} POSLAB_DIST_TIMEOUT_S=30 \
+    timeout --preserve-status -s INT 4 "$POSLAB" train -c tiny.json --out alone > alone.log 2>&1
+  echo $? > alone.rc; date +%s > alone.end; } &
+lone_jobs+=($!)
 
 # losses_match A B TOL: every train/val loss of metrics A equals B's within TOL (absolute).
 losses_match() {
@@ -111,9 +142,7 @@ expect_fail 2 "MASTER_ADDR is not set" -- env RANK=0 WORLD_SIZE=2 "$POSLAB" trai
 expect_fail 2 "WORLD_SIZE is missing" -- env RANK=0 "$POSLAB" train -c tiny.json --out bad4
 # A config refused for the world size on a rank 0 alone: it waits (3 s here) for ranks that never come to
 # read why, saying so first, then ends with the error as its one error line.
-RANK=0 WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=3 \
-  "$POSLAB" train -c tiny.json --out bad5 > lone5.log 2>&1
-echo $? > lone5.rc
+wait "${lone_jobs[0]}"
 check "batch not divisible by the world size: exit 2 (got $(cat lone5.rc)), the wait said, then one error line" \
   bash -c '[ "$(cat lone5.rc)" = 2 ] && [ $(grep -c . lone5.log) -eq 2 ] &&
            grep -q "^poslab: distributed launch (RANK/WORLD_SIZE, world size 3): rank 0 stopped before the rendezvous: train.batch_size: 8 is not divisible by the world size 3.*; waiting up to 3 s" lone5.log &&
@@ -121,11 +150,9 @@ check "batch not divisible by the world size: exit 2 (got $(cat lone5.rc)), the 
            [ ! -e bad5 ]'
 # A rank 0 started alone with a valid config waits for ranks not started yet: after a few seconds it says so
 # (the launch looked hung), then gives up at the timeout naming it.
-RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$(free_port) POSLAB_DIST_TIMEOUT_S=7 \
-  "$POSLAB" train -c tiny.json --out alone > alone.log 2>&1
-echo $? > alone.rc
-check "rank 0 alone: the wait is said after a few seconds, then it fails at the timeout (exit $(cat alone.rc))" \
-  bash -c '[ "$(cat alone.rc)" != 0 ] && grep -q "distributed (rank 0 of 2): waiting for the other ranks at the rendezvous (127.0.0.1:[0-9]*), up to 7 s in all (POSLAB_DIST_TIMEOUT_S)" alone.log && [ ! -e alone/checkpoint.pt ]'
+wait "${lone_jobs[1]}"
+check "rank 0 alone: the wait is said after a few seconds, then it fails at the timeout (exit $(cat alone7.rc))" \
+  bash -c '[ "$(cat alone7.rc)" != 0 ] && grep -q "distributed (rank 0 of 2): waiting for the other ranks at the rendezvous (127.0.0.1:[0-9]*), up to 7 s in all (POSLAB_DIST_TIMEOUT_S)" alone7.log && [ ! -e alone7/checkpoint.pt ]'
 expect_fail 2 "SLURM_PROCID=4 must be below SLURM_NTASKS=4" -- env SLURM_PROCID=4 SLURM_NTASKS=4 MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad6
 expect_fail 2 "OMPI_COMM_WORLD_SIZE='' is not an integer" -- env OMPI_COMM_WORLD_RANK=0 OMPI_COMM_WORLD_SIZE= MASTER_ADDR=h "$POSLAB" train -c tiny.json --out bad7
 unset MASTER_PORT
@@ -137,15 +164,16 @@ check "bad launches write nothing" bash -c '! ls -d bad* 2> /dev/null'
 # ranks2_sets OUTPREFIX "ARGS OF RANK 0" "ARGS OF RANK 1" -- poslab args...: as ranks2, each rank with its own args.
 ranks2_sets() {
   local prefix=$1 port r extra
-  local -a own=("$2" "$3")
+  local -a own=("$2" "$3") jobs=()
   shift 4
   port=$(free_port)
   for r in 0 1; do
     read -r -a extra <<< "${own[$r]}"
     (RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=10 \
        "$POSLAB" "$@" "${extra[@]}" > "$prefix.r$r" 2>&1; echo $? > "$prefix.rc$r") &
+    jobs+=($!)
   done
-  wait
+  wait "${jobs[@]}"
 }
 # refused2 OUTPREFIX: both ranks exited 2, each with one "poslab:" line, and no run directory appeared.
 refused2() {
@@ -167,12 +195,13 @@ check "...naming model.n_embd" grep -q "at model.n_embd: 32 on rank 1, 16 here" 
 ranks2_sets bucket "" "--set train.dist_bucket_mb=1" -- train -c tiny.json --out bucket
 check "another dist_bucket_mb: refused on both" refused2 bucket
 # A rank told another world size (it would wait for ranks that never come): refused on both.
-port=$(free_port)
+port=$(free_port) ws_jobs=()
 for r in 0 1; do
   (RANK=$r WORLD_SIZE=$(( r == 0 ? 2 : 4 )) MASTER_ADDR=127.0.0.1 MASTER_PORT=$port POSLAB_DIST_TIMEOUT_S=10 \
      "$POSLAB" train -c tiny.json --out ws > "ws.r$r" 2>&1; echo $? > "ws.rc$r") &
+  ws_jobs+=($!)
 done
-wait
+wait "${ws_jobs[@]}"
 check "another WORLD_SIZE on rank 1: refused on both" refused2 ws
 check "...naming the world sizes" grep -q "at resolved.world_size: 4 here, 2 on rank 0" ws.r1
 check "five refusals at once, well within the timeouts ($(( $(date +%s) - start )) s)" test $(( $(date +%s) - start )) -le 20
@@ -205,29 +234,19 @@ check "...and nothing written" bash -c '! ls -d early0 early1 2> /dev/null'
 # A lone process with launch variables left set by accident: no other rank will read why rank 0 stopped.
 # It says so at once (it used to be silent for the whole wait), and a signal then ends it at once (it used
 # to promise a checkpoint and wait on).
-# (It and the lone rank below wait for their signals side by side: 4 s each of the test's time, no work.)
-port_s=$(free_port); port_a=$(free_port)
-while [ "$port_a" = "$port_s" ]; do port_a=$(free_port); done
-start=$(date +%s)
-{ RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port_s POSLAB_DIST_TIMEOUT_S=30 \
-    timeout --preserve-status 4 "$POSLAB" train -c tiny.json --set model.n_layer=0 --out stray > stray.log 2>&1
-  echo $? > stray.rc; } &
-stray_job=$!
+# (Started in the background at the top; it and the lone rank below wait 4 s for their signals.)
 # A signal while rank 0 waits at the rendezvous for a rank that never comes ends it at once (exit 130,
 # nothing written); it used to promise a checkpoint and wait on until the timeout.
-RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port_a POSLAB_DIST_TIMEOUT_S=30 \
-  timeout --preserve-status -s INT 4 "$POSLAB" train -c tiny.json --out alone > alone.log 2>&1
-echo $? > alone.rc
-wait "$stray_job"
+wait "${lone_jobs[@]}"
 check "stray launch variables: rank 0 names its error and the wait before the signal" \
   grep -q "^poslab: distributed launch (RANK/WORLD_SIZE, world size 2): rank 0 stopped before the rendezvous: model.n_layer must be positive, got 0; waiting up to 30 s for the other ranks to read it" stray.log
-check "...the signal ends it at once, exit 130, not 30 s later ($(( $(date +%s) - start )) s, exit $(cat stray.rc))" \
-  bash -c '[ "$(cat stray.rc)" = 130 ] && [ $(( $(date +%s) - $1 )) -le 10 ]' _ "$start"
+check "...the signal ends it at once, exit 130, not 30 s later ($(( $(cat stray.end) - lone_start )) s, exit $(cat stray.rc))" \
+  bash -c '[ "$(cat stray.rc)" = 130 ] && [ $(( $(cat stray.end) - $1 )) -le 10 ]' _ "$lone_start"
 check "...naming the error again, and no checkpoint promised" \
   bash -c 'grep -q "^poslab: error: model.n_layer must be positive, got 0 (stopped by a signal" stray.log && ! grep -q checkpoint stray.log'
 check "...and nothing written" test ! -e stray
-check "a signal at the rendezvous: exit 130 at once ($(( $(date +%s) - start )) s, exit $(cat alone.rc))" \
-  bash -c '[ "$(cat alone.rc)" = 130 ] && [ $(( $(date +%s) - $1 )) -le 10 ]' _ "$start"
+check "a signal at the rendezvous: exit 130 at once ($(( $(cat alone.end) - lone_start )) s, exit $(cat alone.rc))" \
+  bash -c '[ "$(cat alone.rc)" = 130 ] && [ $(( $(cat alone.end) - $1 )) -le 10 ]' _ "$lone_start"
 check "...saying so, no checkpoint promised, nothing written" \
   bash -c 'grep -q "^poslab: interrupted at the rendezvous, before training began (nothing written)" alone.log &&
            ! grep -q checkpoint alone.log && [ ! -e alone ]'
