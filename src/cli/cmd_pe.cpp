@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/pe_size.h"
 #include "cli/validators.h"
 #include "model/positional/positional.h"
 #include "util/csv.h"
@@ -44,13 +45,6 @@ static void print_csv(const std::map<std::string, torch::Tensor>& tensors) {
       std::cout << csv_record(fields);
     }
   }
-}
-
-// (1, 5000, 5000), as the tables' shapes are written in the help and docs.
-static std::string shape_text(c10::IntArrayRef sizes) {
-  std::string text = "(";
-  for (size_t d = 0; d < sizes.size(); ++d) text += (d ? ", " : "") + std::to_string(sizes[d]);
-  return text + ")";
 }
 
 // "r1=0.5,r2=1" -> {r1: 0.5, r2: 1}; anything else is a one-line error naming --param.
@@ -339,22 +333,20 @@ void add_pe(CLI::App& app) {
         }
     }
     auto pe = build(*o, c.model.pos_encoding, o->heads);
-    auto tensors = pe->inspect(o->positions, o->dim, params);
-    if (o->randomize > 0) {
-      torch::manual_seed(o->seed);
-      tensors["positions"] = pe->positions(o->positions, /*training=*/true, torch::kCPU);  // (N,)
-    }
-    // A bias is (H, N, N): --positions 5000 alone would print 25 million records (~750 MB) before anyone saw one.
-    int64_t values = 0;
-    std::string shapes;
-    for (const auto& [name, t] : tensors) {
-      values += t.numel();
-      shapes += (shapes.empty() ? "" : ", ") + name + " " + shape_text(t.sizes());
-    }
-    if (values > o->max_values)
-      throw ConfigError("--positions " + std::to_string(o->positions) + ": --kind " + o->kind + " gives " +
-                        std::to_string(values) + " values (" + shapes + "), more than --max-values " +
-                        std::to_string(o->max_values) + " (~30 bytes each as CSV); give fewer --positions, or raise --max-values");
+    // The tables pe prints for n positions, the randomized draw among them.
+    const auto tables_at = [&](int64_t n) {
+      auto tables = pe->inspect(n, o->dim, params);
+      if (o->randomize > 0) {
+        torch::manual_seed(o->seed);
+        tables["positions"] = pe->positions(n, /*training=*/true, torch::kCPU);  // (N,)
+      }
+      return tables;
+    };
+    // A bias is (H, N, N): --positions 5000 alone would print 25 million records (~750 MB) before anyone saw
+    // one, and 50 000 would take ~10 GB to compute before they could be counted.
+    refuse_oversized_before_computing(tables_at, o->positions, o->kind, o->max_values);
+    const auto tensors = tables_at(o->positions);
+    refuse_oversized_tables(tensors, o->positions, o->kind, o->max_values);
     const double scale = o->scale > 0 ? o->scale : default_additive_scale(o->kind, o->dim);
     if (o->format == "json" || pictures) {
       nlohmann::json out = {{"kind", o->kind}, {"family", pe->family()}, {"positions", o->positions}, {"dim", o->dim}};

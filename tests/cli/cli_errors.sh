@@ -144,6 +144,22 @@ expect_fail 2 "--kind alibi gives 20002 values (bias (2, 100, 100), slopes (2)),
 check "pe prints nothing to stdout for a table over --max-values" test -z "$("$POSLAB" pe --kind alibi --positions 100 --dim 8 --heads 2 --max-values 20001 2>/dev/null)"
 check "pe at --max-values prints a header and a record per value" test "$("$POSLAB" pe --kind alibi --positions 100 --dim 8 --heads 2 --max-values 20002 | wc -l)" -eq $((1 + 2 * 100 * 100 + 2))
 expect_fail 2 "--base must be a finite number, got nan" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --base nan
+# The refusal comes before the tables are computed: a (1, 50000, 50000) bias is ~10 GB, past this 3 GB limit.
+expect_fail 2 "--positions 50000: --kind alibi gives 2500000001 values (bias (1, 50000, 50000), slopes (1)), more than --max-values" -- \
+  bash -c "ulimit -v 3000000; exec '$POSLAB' pe --kind alibi --positions 50000 --dim 64 --format csv"
+# ...by extrapolating the shapes of small tables: for every kind (and a randomized draw), the count it refuses at
+# 40 positions is the count of numbers in the tables it prints there, counted here from its JSON.
+for args in "none" "index" "binary" "sinusoidal" "learned" "rope" "alibi --heads 3" "xpos" "t5 --heads 2" "kerple_log" \
+            "kerple_power" "sandwich" "fire" "cope" "rope --randomize 100"; do
+  read -r -a a <<< "$args"
+  want=$("$POSLAB" pe --kind "${a[@]}" --positions 40 --dim 8 --format json 2>/dev/null | python3 -c '
+import json, sys
+def count(v): return sum(count(x) for x in v) if isinstance(v, list) else 1
+print(sum(count(v) for v in json.load(sys.stdin).values() if isinstance(v, list)))')
+  err=$("$POSLAB" pe --kind "${a[@]}" --positions 40 --dim 8 --format json --max-values 1 2>&1 >/dev/null)
+  check "pe --kind $args: refused at --max-values 1 with the $want values its JSON holds (got: $err)" \
+    bash -c '[[ "$1" -le 1 && -z "$2" ]] || [[ "$2" == *"--kind $3 gives $1 values ("* ]]' _ "$want" "$err" "${a[0]}"
+done
 # A flag the kind does not read: the numbers printed as without it, and a warning on stderr naming what it reads.
 "$POSLAB" pe --kind alibi --positions 4 --dim 8 --base 100 > pe-base.csv 2> pe-base.err
 "$POSLAB" pe --kind alibi --positions 4 --dim 8 > pe-nobase.csv 2> pe-nobase.err
@@ -262,7 +278,7 @@ else
     bash -c "'$POSLAB' eval --run capped --lengths 8 >/dev/null 2>&1"
   # A command that trains nothing says what to ask less of for itself, not for training.
   expect_fail 1 "ask for fewer --positions or a smaller --dim" -- bash -c "ulimit -v 3000000; \
-    exec '$POSLAB' pe --kind rope --positions 100000000 --dim 64 --format csv > /dev/null"
+    exec '$POSLAB' pe --kind rope --positions 100000000 --dim 64 --format csv --max-values 100000000000 > /dev/null"
 fi
 # A checkpoint that cannot be written (a full disk; here its temporary file's name taken by a directory)
 # is named as the stage that failed, not as the validation before it; the last checkpoint stays.
