@@ -382,7 +382,9 @@ np.random.default_rng(1).integers(0, n, size=9 * 2**20, dtype=np.uint16).tofile(
 "$POSLAB" train -c "$SRC/configs/examples/nanogpt-char.json" --set data.dir=grown "${SMALL[@]}" --set train.max_iters=4 \
   --stop-at 2 --out runs/grown > grown.log 2>&1
 check "data_files.json: each token file's size and SHA-256, whole (sha256sum's) or of its 256 spread blocks" /usr/bin/python3 -c "
-import hashlib, json, os
+import hashlib, json, os, sys
+sys.path.insert(0, '$CLI_DIR/py')
+from blocks_hash import blocks_sha256
 r = json.load(open('runs/grown/data_files.json'))
 here = os.path.abspath('grown')
 assert [(f['role'], f['key'], f['path']) for f in r['files']] == [('train', 'data.dir', here + '/train.bin'), ('val', 'data.dir', here + '/val.bin')], r
@@ -392,8 +394,7 @@ for f in r['files']:
     if len(data) <= 16 * 2**20:
         want, how = hashlib.sha256(data).hexdigest(), 'whole'
     else:
-        B = 64 * 1024
-        want, how = hashlib.sha256(b''.join(data[i * (len(data) - B) // 255:][:B] for i in range(256))).hexdigest(), 'blocks'
+        want, how = blocks_sha256(data), 'blocks'
     assert (f['sha256'], f['hashed']) == (want, how), (f, want, how)
 assert [f['hashed'] for f in r['files']] == ['blocks', 'whole']"
 check "... with the modification time of a file identified by its blocks, and only of that one" /usr/bin/python3 -c "
@@ -405,9 +406,10 @@ assert train['mtime_ns'] == os.stat(train['path']).st_mtime_ns and 'mtime_ns' no
 # the time does not. Resuming warns that such an edit is not seen, once, and goes on.
 cp -p grown/train.bin grown.train.kept
 /usr/bin/python3 -c "
-import hashlib
-p, B = 'grown/train.bin', 64 * 1024
-def blocks(data): return hashlib.sha256(b''.join(data[i * (len(data) - B) // 255:][:B] for i in range(256))).hexdigest()
+import sys
+sys.path.insert(0, '$CLI_DIR/py')
+from blocks_hash import BLOCK as B, blocks_sha256 as blocks
+p = 'grown/train.bin'
 data = bytearray(open(p, 'rb').read())
 before = blocks(bytes(data))
 assert (len(data) - B) // 255 > B + 16, 'no gap between the first blocks'
