@@ -62,6 +62,15 @@ static std::string out_of_memory_line(const std::string& message, const std::str
 // The command line, for become_training_process()'s re-exec.
 static char** g_argv = nullptr;
 
+// Set in the environment of the image restart() starts. That image runs the same checks of its input before
+// become_training_process() as the first one did, and the first one printed their warnings and notes already
+// (an experiment's eval length past some cells' validation split, said twice): until it gets there, this one
+// logs errors only. The variable is dropped at once, so that the processes it starts (compare's cells) do not
+// read it.
+static constexpr const char* kRestartedVar = "POSLAB_RESTARTED_IMAGE";
+static bool g_quiet_until_training = false;
+static spdlog::level::level_enum g_level_before_quiet = spdlog::level::info;
+
 namespace poslab::cli {
 
 // OpenBLAS, too, picks its kernels as it loads: where it fell back to kernels older than the CPU (a model its
@@ -82,7 +91,9 @@ static void restart() {
   const ThreadAffinity unpinned(openmp_binds() ? usable_cpus() : std::vector<int>{});
   std::cout.flush();
   std::cerr.flush();
+  ::setenv(kRestartedVar, "1", 1);
   ::execv("/proc/self/exe", g_argv);  // returns only on failure; then carry on as we are
+  ::unsetenv(kRestartedVar);
 }
 
 // OpenMP reads OMP_WAIT_POLICY when the library loads, before main: a command that trains sets it and
@@ -92,6 +103,10 @@ static void restart() {
 // start, so that a mistake in a config costs one load of LibTorch (~0.4 s on a Zen 4), not two; evaluation
 // runs as fast under OpenMP's own default, and the commands that only evaluate never pay for the second.
 void become_training_process() {
+  if (g_quiet_until_training) {  // the restarted image, past what the first one said: its own words from here
+    g_quiet_until_training = false;
+    if (spdlog::get_level() == spdlog::level::err) spdlog::set_level(g_level_before_quiet);  // unless set since
+  }
   if (g_argv == nullptr) return;
   bool again = false;
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
@@ -144,6 +159,12 @@ static int run_poslab(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 128 << 20);
   mallopt(M_TRIM_THRESHOLD, 512 << 20);
   spdlog::set_pattern("%H:%M:%S %v");
+  if (std::getenv(kRestartedVar) != nullptr) {
+    ::unsetenv(kRestartedVar);
+    g_quiet_until_training = true;
+    g_level_before_quiet = spdlog::get_level();
+    spdlog::set_level(spdlog::level::err);
+  }
   const char* debug_env = std::getenv("POSLAB_DEBUG");
   bool debug = debug_env != nullptr && std::string(debug_env) != "0";
   CLI::App app{"poslab: compare positional encodings on a small GPT, in and beyond the training length"};

@@ -187,6 +187,23 @@ Experiment load_experiment(const std::string& path) {
   if (e.probes.contains("passkey")) passkey = probe_options_from_json("passkey", e.probes["passkey"], where + ": probes.passkey");
   if (e.probes.contains("mqar")) mqar = probe_options_from_json("mqar", e.probes["mqar"], where + ": probes.mqar");
   std::map<std::string, std::unique_ptr<Corpus>> opened;  // each cell's data as its checks below opened it
+  // Eval lengths against each opened cell's validation split: a length past every cell's would be n/a in the
+  // whole grid, found out only after every cell trained (refused below); past some cells' only, said.
+  std::map<int, std::vector<std::string>> past_split;  // length -> cells whose validation split is too short
+  std::map<int, std::set<std::string>> evaluating;     // length -> cells that evaluate it (own lengths or a variant's)
+  std::map<int, std::set<int64_t>> short_splits;       // length -> the sizes of those too-short splits
+  bool all_checked = true;                             // false once a cell's data is left to it (SentencePiece)
+  const auto tally_lengths = [&](const Config& typed, const Cell& cell, const Corpus* corpus) {
+    if (!corpus) all_checked = false;
+    const auto* text = dynamic_cast<const TextCorpus*>(corpus);
+    for (const int length : std::set<int>(typed.eval.lengths.begin(), typed.eval.lengths.end())) {
+      evaluating[length].insert(cell.name);
+      if (!text || text->holds_eval_length(length)) continue;
+      auto& cells = past_split[length];
+      if (cells.empty() || cells.back() != cell.name) cells.push_back(cell.name);
+      short_splits[length].insert(text->split_tokens(Split::Val));
+    }
+  };
   // Cartesian product, first key slowest, so cells of one encoding sit together.
   std::vector<size_t> index(keys.size(), 0);
   while (true) {
@@ -232,9 +249,11 @@ Experiment load_experiment(const std::string& path) {
     // files' format, sizes and ids against their vocabulary (a scan cached beside each file). Each data set
     // is opened once for the cells that share it. Text for SentencePiece is left to its cells: tokenizing
     // it is the first cell's work, into the cache it shares with the others.
+    const Corpus* cell_corpus = nullptr;  // its data, where opened here
     if (typed.data.kind == "task" || typed.data.kind == "tokens" || (typed.data.kind == "text" && !typed.data.tokenizer.enabled())) try {
         auto& corpus = opened[config["data"].dump() + " block_size " + std::to_string(typed.model.block_size)];
         if (!corpus) corpus = make_corpus(typed);
+        cell_corpus = corpus.get();
         // The vocabulary of characters (or a token files' tokenizer) is known now: whether the probe can write
         // its documents in it is known now too, not once every cell trained.
         if (typed.data.kind != "task" && passkey) try {
@@ -247,6 +266,7 @@ Experiment load_experiment(const std::string& path) {
       } catch (const ConfigError& err) {
         throw ConfigError(where + ": cell " + cell.name + ": " + err.what());
       }
+    tally_lengths(typed, cell, cell_corpus);
     // And each evaluation variant on it (a RoPE scaling on a cell whose encoding has no rotary frequencies).
     for (const auto& v : e.eval_grid) {
       json variant = config;
@@ -254,7 +274,7 @@ Experiment load_experiment(const std::string& path) {
       for (auto kv = ordered["eval_grid"][v.name].begin(); kv != ordered["eval_grid"][v.name].end(); ++kv)
         apply_file_override(variant, kv.key(), kv.value(), at + "." + kv.key(), path);
       try {
-        config_from_json(variant);
+        tally_lengths(config_from_json(variant), cell, cell_corpus);
       } catch (const ConfigError& err) {
         throw ConfigError(at + ": " + err.what());
       }
@@ -286,6 +306,17 @@ Experiment load_experiment(const std::string& path) {
     size_t k = keys.size();
     while (k > 0 && ++index[k - 1] == e.grid[keys[k - 1]].size()) index[--k] = 0;
     if (k == 0) break;
+  }
+  for (const auto& [length, cells] : past_split) {
+    const int64_t split = *short_splits[length].rbegin();
+    const std::string longest = short_splits[length].size() > 1 ? "the longest " : "";
+    if (all_checked && cells.size() == evaluating[length].size())
+      throw ConfigError(where + ": eval.lengths: " + std::to_string(length) + " tokens is past the validation split of every cell (" +
+                        longest + std::to_string(split) + " tokens, which scores lengths up to " +
+                        std::to_string(split - 1) + "): it would be n/a in every cell once all had trained (give shorter "
+                        "lengths, or data with a longer validation split)");
+    spdlog::warn("{}: eval.lengths {}: past the validation split of {} of the {} cells that evaluate it (e.g. {}: {}{} "
+                 "tokens): n/a there", where, length, cells.size(), evaluating[length].size(), cells.front(), longest, split);
   }
   // A data key of one kind that no cell trains on (grid.data.task over text cells): its values would train
   // the same model under other names, side by side in the tables. Refused, as `--set` refuses it on a config;

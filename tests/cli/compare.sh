@@ -425,4 +425,33 @@ status=$?
 check "a stop while drawing the report: exit 130 (got $status)" test $status -eq 130
 check "... no half-drawn picture left" test ! -e out3/extrapolation.png -a -s out3/results.json
 check "... and it names the script to draw it with" grep -q "interrupted while drawing the report: the results are written; draw it with python3 $WORK/fakescripts/plot_report.py out3" log7
+# Eval lengths against the cells' validation splits, before anything trains. A char-level text's validation
+# split is its last tenth (docs/data.md): 300 characters of a 3000-character file, which scores lengths up to 299.
+printf '%.0s the quick brown fox jumps over the lazy dog.' $(seq 70) | head -c 3000 > short.txt
+printf '%.0s pack my box with five dozen liquor jugs.' $(seq 160) | head -c 6000 > long.txt
+split=$(/usr/bin/python3 -c 'import sys; print(int(len(open(sys.argv[1]).read()) * 0.1))' short.txt)
+text_exp() {  # text_exp FILE LENGTHS GRID: rope cells trained for 2 steps on text, evaluated at LENGTHS
+  printf '{"base": "base.json", "set": {"data.kind": "text", "data.path": "short.txt", "model.pos_encoding.kind": "rope", "train.max_iters": 2, "eval.lengths": %s}, "grid": %s}\n' "$2" "$3" > "$1"
+}
+text_exp past.json "[8, $split]" '{"seed": [1, 2]}'
+expect_fail 2 "eval.lengths: $split tokens is past the validation split of every cell ($split tokens, which scores lengths up to $((split - 1)))" -- \
+  "$POSLAB" compare -c past.json --out out-past --no-plots
+check "...refused before anything is written" test ! -e out-past
+# Past one cell's split only: said once (also where the command restarts itself to train, OMP_WAIT_POLICY unset),
+# and that cell reports the length n/a while the other scores it.
+text_exp some.json "[8, $((split - 1)), $split]" '{"data.path": ["short.txt", "long.txt"]}'
+env -u OMP_WAIT_POLICY "$POSLAB" compare -c some.json --out out-some --no-plots > some.log 2>&1
+check "a length past one cell's split: compare runs (exit $?)" test -f out-some/results.json
+check "...saying so once, naming the cell" test "$(grep -c "eval.lengths $split: past the validation split of 1 of the 2 cells that evaluate it (e.g. path=short.txt: $split tokens): n/a there" some.log)" -eq 1
+check "...which reports it n/a, at the length below a number, and the other cell both" /usr/bin/python3 - out-some "$split" <<'PY'
+import json, sys
+out, split = sys.argv[1], int(sys.argv[2])
+def at(cell):
+    return {r["length"]: r for r in json.load(open(f"{out}/cells/{cell}/eval.json"))["results"]}
+short, long_ = at("path=short.txt"), at("path=long.txt")
+assert short[split]["status"].startswith(f"n/a: validation split has {split} tokens"), short[split]
+assert short[split - 1]["status"] == "ok" and short[split - 1]["loss"] > 0, short[split - 1]
+assert all(long_[L]["status"] == "ok" for L in (8, split - 1, split)), long_
+PY
+
 finish
