@@ -157,6 +157,25 @@ TEST(ReportStats, MeanReciprocalRankLeavesOutALengthNoItemHasANumberAt) {
   EXPECT_NEAR(rk["items"][1]["mrr"].get<double>(), 0.5, 1e-12);
 }
 
+// Eval lengths that leave out the training length (8 and 300 tokens of a model trained at 16): the change is
+// measured from 8, the longest length within it, and said so; from the shortest where none is within it.
+TEST(ReportStats, WhatThisShowsMeasuresFromAnEvaluatedLengthWhereTheTrainingLengthIsNot) {
+  json results = {{"train_length", 16}, {"length_unit", "tokens"},
+                  {"rows", {row("rope", 8, {2.00}), row("alibi", 8, {2.10}), row("rope", 300, {2.60}), row("alibi", 300, {2.12})}}};
+  json rk = mrr_ranking(results, "loss", "k");
+  const std::string text = what_this_shows(results, "loss", rk);
+  EXPECT_NE(text.find("At 18.8x the training length (300 vs 16 tokens; measured from 8 tokens, the longest length "
+                      "within the training length evaluated), "), std::string::npos) << text;
+  EXPECT_NE(text.find("alibi (+0.02 to 2.12) stays within 0.10 nats of its loss at 8 tokens"), std::string::npos) << text;
+  EXPECT_NE(text.find("rope (+0.60 to 2.60) rises by more"), std::string::npos) << text;
+  EXPECT_EQ(text.find(", ."), std::string::npos) << text;
+  EXPECT_EQ(text.find("No value at both lengths"), std::string::npos) << text;
+  for (auto& r : results["rows"]) r["length"] = r["length"].get<int>() == 8 ? 32 : r["length"].get<int>();
+  const std::string above = what_this_shows(results, "loss", mrr_ranking(results, "loss", "k"));
+  EXPECT_NE(above.find("measured from 32 tokens, the shortest length evaluated), "), std::string::npos) << above;
+  EXPECT_NE(above.find("of its loss at 32 tokens"), std::string::npos) << above;
+}
+
 TEST(ReportStats, MeanReciprocalRankAcrossTasks) {
   // Two tasks x one length past training: a wins copy, b wins reverse -> both (1 + 1/2) / 2.
   json results = {{"train_length", 8},

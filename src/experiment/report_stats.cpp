@@ -264,12 +264,21 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     out << "Every length evaluated is within the training length (" << L0 << " " << unit
         << "), so this experiment says nothing about extrapolation.";
   } else {
+    // Measured from the training length where it was evaluated; else from the longest length within it that
+    // was, else the shortest evaluated ("At 300 vs 16 tokens" against rows at 8 and 300 only compared nothing).
+    std::set<int> evaluated;
+    for (const auto& r : results["rows"])
+      if (std::isfinite(value_of(r, metric))) evaluated.insert(r["length"].get<int>());
+    int base = evaluated.count(L0) ? L0 : *evaluated.begin();
+    for (int L : evaluated)
+      if (L <= L0) base = L;
+    const std::string at_base = base == L0 ? "at the training length" : "at " + std::to_string(base) + " " + unit;
     std::vector<std::string> flat, improved, na, missing;
     std::vector<std::pair<double, std::string>> moved_by;  // largest change first
     bool any_positive_past = false;
     for (const auto& l : labels) {
       auto& m = by_label[l];
-      const double v0 = m.count(L0) ? value_of(m[L0], metric) : NAN;
+      const double v0 = m.count(base) ? value_of(m[base], metric) : NAN;
       const double v1 = m.count(longest) ? value_of(m[longest], metric) : NAN;
       for (const auto& [L, r] : m)
         if (L > L0 && value_of(r, metric) > 0) any_positive_past = true;
@@ -294,8 +303,13 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     std::vector<std::string> moved;
     for (const auto& m : moved_by) moved.push_back(m.second);
     const double ratio = static_cast<double>(longest) / std::max(1, L0);
-    out << "At " << times(ratio) << " the training length (" << longest << " vs " << L0
-        << " " << unit << "), ";
+    out << "At " << times(ratio) << " the training length (" << longest << " vs " << L0 << " " << unit;
+    if (base != L0)
+      out << "; measured from " << base << " " << unit << ", the " << (base < L0 ? "longest length within the training "
+                                                                                   "length"
+                                                                                 : "shortest length")
+          << " evaluated";
+    out << "), ";
     if (!loss && !any_positive_past) {
       out << "no configuration gets a single example right past the training length; compare the losses to see how "
              "far each one degrades.";
@@ -304,22 +318,24 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
       const std::string within = fmt(margin, 2) + (loss ? " nats" : "");
       if (!flat.empty())
         clauses.push_back(join(flat) + (flat.size() == 1 ? " stays" : " stay") + " within " + within + " of " +
-                          (flat.size() == 1 ? "its" : "their") + " " + what + " at the training length");
+                          (flat.size() == 1 ? "its" : "their") + " " + what + " " + at_base);
       if (!moved.empty())
         clauses.push_back(join(moved) + (loss ? (moved.size() == 1 ? " rises" : " rise") : (moved.size() == 1 ? " drops" : " drop")) +
                           (flat.empty() ? " by more than " + within : " by more"));
       if (!improved.empty())
         clauses.push_back(join(improved) +
                           (loss ? (improved.size() == 1 ? " falls" : " fall") : (improved.size() == 1 ? " rises" : " rise")) +
-                          " by more than " + within + ", better past the training length than at it");
+                          " by more than " + within + ", better past the training length than " +
+                          (base == L0 ? "at it" : at_base));
       for (size_t i = 0; i < clauses.size(); ++i) out << (i ? "; " : "") << clauses[i];
+      if (clauses.empty()) out << "no configuration has a value at both " << base << " and " << longest << " " << unit;
       out << ".";
     }
     if (!na.empty()) out << " Not applicable: " << join(na) << ".";
     if (!missing.empty()) out << " No value at both lengths: " << join(missing) << ".";
   }
   // Who is best where, only where it is best beyond noise.
-  for (int L : {L0, longest}) {
+  for (int L : {L0, longest}) {  // at the training length where evaluated: no row is marked at a length without any
     std::vector<std::string> best;
     bool per_scenario = false;  // best is marked among the rows of one scenario (mark_best): say so
     for (const auto& r : results["rows"])
