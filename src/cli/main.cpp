@@ -62,11 +62,11 @@ static std::string out_of_memory_line(const std::string& message, const std::str
 // The command line, for become_training_process()'s re-exec.
 static char** g_argv = nullptr;
 
-// Set in the environment of the image restart() starts. That image runs the same checks of its input before
-// become_training_process() as the first one did, and the first one printed their warnings and notes already
-// (an experiment's eval length past some cells' validation split, said twice): until it gets there, this one
-// logs errors only. The variable is dropped at once, so that the processes it starts (compare's cells) do not
-// read it.
+// Set in the environment of the image restart() starts. That image runs the same checks of its input as the
+// first one did up to where that one restarted (become_training_process, use_newest_blas_kernels), and the first
+// printed their warnings and notes already (an experiment's eval length past some cells' validation split, said
+// twice): until it gets there, this one logs errors only. The variable is dropped at once, so that the processes
+// it starts (compare's cells) do not read it.
 static constexpr const char* kRestartedVar = "POSLAB_RESTARTED_IMAGE";
 static bool g_quiet_until_training = false;
 static spdlog::level::level_enum g_level_before_quiet = spdlog::level::info;
@@ -82,6 +82,14 @@ static bool set_blas_coretype() {
   if (core.empty()) return false;
   ::setenv("OPENBLAS_CORETYPE", core.c_str(), 1);
   return true;
+}
+
+// Called where a command may restart itself (become_training_process, use_newest_blas_kernels): in the
+// restarted image, past what the first one said, its own words from here.
+static void end_restart_quiet() {
+  if (!g_quiet_until_training) return;
+  g_quiet_until_training = false;
+  if (spdlog::get_level() == spdlog::level::err) spdlog::set_level(g_level_before_quiet);  // unless set since
 }
 
 // The same command again, in a new image that reads the environment set above as it loads.
@@ -103,10 +111,7 @@ static void restart() {
 // start, so that a mistake in a config costs one load of LibTorch (~0.4 s on a Zen 4), not two; evaluation
 // runs as fast under OpenMP's own default, and the commands that only evaluate never pay for the second.
 void become_training_process() {
-  if (g_quiet_until_training) {  // the restarted image, past what the first one said: its own words from here
-    g_quiet_until_training = false;
-    if (spdlog::get_level() == spdlog::level::err) spdlog::set_level(g_level_before_quiet);  // unless set since
-  }
+  end_restart_quiet();
   if (g_argv == nullptr) return;
   bool again = false;
   if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
@@ -121,6 +126,7 @@ void become_training_process() {
 }
 
 void use_newest_blas_kernels() {
+  end_restart_quiet();
   if (g_argv != nullptr && set_blas_coretype()) restart();
 }
 

@@ -453,5 +453,12 @@ assert short[split]["status"].startswith(f"n/a: validation split has {split} tok
 assert short[split - 1]["status"] == "ok" and short[split - 1]["loss"] > 0, short[split - 1]
 assert all(long_[L]["status"] == "ok" for L in (8, split - 1, split)), long_
 PY
+# The image a command restarts itself into keeps quiet only up to where the first one restarted: eval's log of
+# each length (after its restart point, OpenBLAS's kernels) is still printed there.
+POSLAB_RESTARTED_IMAGE=1 "$POSLAB" eval --run out-some/cells/path=long.txt --lengths 8 --tag restarted > restarted.log 2>&1
+check "an eval in a restarted image still logs its lengths" grep -qE "eval length +8: loss [0-9.]+" restarted.log
+POSLAB_RESTARTED_IMAGE=1 OMP_WAIT_POLICY=PASSIVE "$POSLAB" compare -c some.json --out out-some --no-plots > restarted-compare.log 2>&1
+check "...and a compare there says neither its checks' warning again nor less after it" \
+  bash -c '! grep -q "past the validation split" restarted-compare.log && grep -q "experiment some: 2 cells -> out-some" restarted-compare.log'
 
 finish
