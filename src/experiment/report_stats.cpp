@@ -269,7 +269,7 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     std::set<int> evaluated;
     for (const auto& r : results["rows"])
       if (std::isfinite(value_of(r, metric))) evaluated.insert(r["length"].get<int>());
-    int base = evaluated.count(L0) ? L0 : *evaluated.begin();
+    int base = *evaluated.begin();
     for (int L : evaluated)
       if (L <= L0) base = L;
     const std::string at_base = base == L0 ? "at the training length" : "at " + std::to_string(base) + " " + unit;
@@ -335,7 +335,7 @@ std::string what_this_shows(const json& results, const std::string& metric, cons
     if (!missing.empty()) out << " No value at both lengths: " << join(missing) << ".";
   }
   // Who is best where, only where it is best beyond noise.
-  for (int L : {L0, longest}) {  // at the training length where evaluated: no row is marked at a length without any
+  for (int L : {L0, longest}) {
     std::vector<std::string> best;
     bool per_scenario = false;  // best is marked among the rows of one scenario (mark_best): say so
     for (const auto& r : results["rows"])

@@ -146,8 +146,10 @@ check "pe at --max-values prints a header and a record per value" test "$("$POSL
 expect_fail 2 "--base must be a finite number, got nan" -- "$POSLAB" pe --kind rope --positions 4 --dim 8 --base nan
 # The refusal comes before the tables are computed: a (1, 50000, 50000) bias is ~10 GB, past this 3 GB limit
 # (not set for a CUDA build, whose libraries alone map more: there the refusal is checked, not its memory).
+cuda_build=false
+ldd "$POSLAB" | grep -q libtorch_cuda && cuda_build=true
 cap="ulimit -v 3000000;"
-ldd "$POSLAB" | grep -q libtorch_cuda && cap=""
+$cuda_build && cap=""
 expect_fail 2 "--positions 50000: --kind alibi gives 2500000001 values (bias (1, 50000, 50000), slopes (1)), more than --max-values" -- \
   bash -c "$cap exec '$POSLAB' pe --kind alibi --positions 50000 --dim 64 --format csv"
 # ...by extrapolating the shapes of small tables: for every kind (and a randomized draw), the count it refuses at
@@ -272,7 +274,7 @@ check "nothing created for a path or memory refusal" test ! -e big -a ! -e afile
 # with 16 threads) is the same on every machine. 64 wide rather than 512 at batch 4096: the same memory
 # for an eighth of the matmuls (2.5 s, not 16 s). A CUDA build maps several GB of libraries before
 # allocating anything, so there the cap would stop it loading: skipped, said so.
-if ldd "$POSLAB" | grep -q libtorch_cuda; then
+if $cuda_build; then
   echo "note: CUDA build (libtorch_cuda maps GBs of address space): the out-of-memory stage test runs on CPU builds only"
 else
   expect_fail 1 "out of memory while training step 0 (batch 16384 x" -- env OMP_NUM_THREADS=2 bash -c "ulimit -v 2000000; \
