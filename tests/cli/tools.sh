@@ -234,7 +234,7 @@ import json, re
 flags = open("/proc/cpuinfo").read()
 out = open("auto_run.out").read()
 got = json.load(open("auto_run/summary.json"))["precision"]
-m = re.search(r"precision (bf16|fp32) \(auto: bf16 products ([0-9.]+)x as fast as fp32.s here", out)
+m = re.search(r"precision (bf16|fp32)(?: autocast)? \(auto: bf16 products ([0-9.]+)x as fast as fp32.s here", out)
 if "avx512_bf16" in flags or "amx_bf16" in flags:
     assert m, out[:600]
     said, ratio = m.group(1), float(m.group(2))
