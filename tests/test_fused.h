@@ -2,7 +2,7 @@
 // as with train.fused_ops=false until a runtime sets it), a scoped thread count, and a largest difference.
 #pragma once
 #include <gtest/gtest.h>
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <ATen/Parallel.h>
 

@@ -3,7 +3,7 @@
 // char-level file split 90/10 into train and validation tokens; TokenCorpus (data/token_corpus.h)
 // reads memory-mapped token files, and text tokenized with SentencePiece, through the same windows.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <memory>
 #include <string>

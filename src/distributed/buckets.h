@@ -2,7 +2,7 @@
 // most `cap_bytes` (a larger tensor gets a bucket of its own). The plan depends on the shapes
 // alone, so every rank builds the same buckets in the same order, as c10d requires.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <vector>
 

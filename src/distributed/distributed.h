@@ -2,7 +2,7 @@
 // weights, summed gradients, agreed scalars. A single process gets the no-op LocalProcess, so the
 // training loop reads the same either way; connect() builds the c10d one (process_group.cpp).
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <memory>
 #include <nlohmann/json.hpp>

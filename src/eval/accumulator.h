@@ -2,7 +2,7 @@
 // position, added a batch of scores at a time; and the row of a length that cannot be evaluated.
 // Shared by the task evaluation (eval/evaluator.cpp) and the text one (eval/text_eval.cpp).
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <cmath>
 #include <nlohmann/json.hpp>

@@ -3,7 +3,7 @@
 // AdamW writes the next copy in the pass that updates the weight. A copy serves while its weight is the
 // same tensor, on the same storage, at the same version (every in-place change bumps the version).
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 namespace poslab {
 

@@ -3,7 +3,7 @@
 // each product costs ~10 us of set-up (ideep's descriptors, its checks and views) beside a kernel of
 // 25-100 us at a training step's shapes; here ~1 us. Elsewhere LibTorch's matmul.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 namespace poslab {
 

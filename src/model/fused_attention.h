@@ -5,7 +5,7 @@
 // around it join it in one autograd node; elsewhere they stay LibTorch's. On with the other fused ops
 // (train.fused_ops).
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 namespace poslab {
 

@@ -3,7 +3,7 @@
 // path (autocast's casts, matmul's reshapes and views, their backward nodes) runs ~50 small ops per layer
 // where this runs ~8.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 namespace poslab {
 

@@ -3,7 +3,7 @@
 // bfloat16 its matmul reads, in place of a float output and a cast. Elsewhere (CUDA, doubles, turned
 // off) they are LibTorch's own ops.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 namespace poslab {
 

@@ -1,7 +1,7 @@
 // Times a float and a bfloat16 product side by side for train.precision "auto" (model/precision_choice.h).
 #include "model/precision_choice.h"
 
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <time.h>
 

@@ -4,7 +4,7 @@
 // the fallback path see the same optimizer.
 #pragma once
 
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <vector>
 

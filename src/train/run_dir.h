@@ -4,7 +4,7 @@
 // for Python's torch.load), metrics.jsonl, summary.json, eval.json, train.log; init_from.json when
 // the run started from another run's weights.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <map>
 #include <memory>

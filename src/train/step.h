@@ -1,7 +1,7 @@
 // One training step and the validation estimate, shared by the training loop (train/trainer.h) and
 // the benchmark: AdamW with decay on matrices only, autocast forward, backward whole or in batch shards.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include "config/config.h"
 #include "data/corpus.h"

@@ -2,7 +2,7 @@
 // and data; internal to the library.
 #pragma once
 
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include "config/config.h"
 #include "data/corpus.h"

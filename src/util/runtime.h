@@ -1,7 +1,7 @@
 // Where and how a run computes: device (auto|cpu|cuda), precision (bf16 autocast or fp32) and
 // the intra-op thread count, resolved once from the config and printed at start-up.
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <string>
 

@@ -1,6 +1,6 @@
 // Tensors as nested JSON arrays (for pe --format json, attention.json and the plot scripts).
 #pragma once
-#include <torch/torch.h>
+#include "util/torch_api.h"
 
 #include <cmath>
 #include <functional>
