@@ -1,5 +1,5 @@
 // The parts of LibTorch's C++ API that poslab uses, in place of <torch/torch.h>, and its precompiled header.
-// torch/torch.h brings the whole API (data loaders, the JIT, every nn module and its functional form): ~60%
+// torch/torch.h brings the whole API (data loaders, the JIT, every nn module and its functional form): 30-60%
 // more to parse for the precompiled header, which a fresh build makes first, alone on its critical path.
 #pragma once
 #include <torch/autograd.h>
