@@ -81,6 +81,36 @@ check "check passes on the written table" "$PY" "$WORK/root/scripts/readme_table
 sed -i 's/1\.960/1.961/' "$WORK/doc.md"
 check "check fails when a number in the doc differs" bash -c "! '$PY' '$WORK/root/scripts/readme_table.py' check '$WORK/doc.md' t > /dev/null"
 
+# results_diff.py (scripts/check_main_job.sh's comparison): time, speed and the CPU's name may differ, a result may
+# not, and the difference names the cell. The runs: the saved main job, and copies of it changed by hand.
+if [ -f "$ROOT/docs/results/main-job.json" ]; then RUN=$ROOT/docs/results/main-job.json; else RUN=$WORK/results-pk.json; fi
+"$PY" - "$RUN" "$WORK" <<'PYEOF'
+import json, sys
+run, work = sys.argv[1], sys.argv[2]
+r = json.load(open(run))
+def save(name, x): json.dump(x, open(f"{work}/{name}.json", "w"))
+t = json.loads(json.dumps(r))  # another machine: every timing and the CPU's name differ, the config's path too
+t["config"] = "/elsewhere/quick.json"
+for c in t.get("cells", []):
+    c.update(wall_s=c.get("wall_s", 0) * 2 + 1, tokens_per_s=1.0, cpu="another CPU", core_share=0.5)
+for m in t.get("machines", []): m["cpu"] = "another CPU"
+for row in t["rows"]: row.update(wall_s_mean=3.0, tokens_per_s_mean=4.0)
+save("timing", t)
+v = json.loads(json.dumps(r)); v["rows"][1]["loss_mean"] = (v["rows"][1]["loss_mean"] or 0) + 1e-12; save("loss", v)
+g = json.loads(json.dumps(r)); del g["ranking"]; save("gone", g)
+PYEOF
+check "results_diff: a run says what itself says" "$PY" "$ROOT/scripts/results_diff.py" "$RUN" "$RUN"
+check "results_diff: time, speed and the CPU's name are not compared" "$PY" "$ROOT/scripts/results_diff.py" "$RUN" "$WORK/timing.json"
+"$PY" "$ROOT/scripts/results_diff.py" "$RUN" "$WORK/loss.json" > "$WORK/loss.out"
+check "results_diff: a loss moved by 1e-12 is a difference (exit 1)" test $? -eq 1
+want_row=$("$PY" -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][1]; print("rows[1 %s @%s].loss_mean" % (r["group"], r["length"]))' "$RUN")
+check "results_diff: the difference names the row and key ($want_row)" grep -qF "$want_row" "$WORK/loss.out"
+"$PY" "$ROOT/scripts/results_diff.py" "$RUN" "$WORK/gone.json" > "$WORK/gone.out"
+check "results_diff: a key the new run lacks is a difference" bash -c "[ $? -eq 1 ] && grep -q 'ranking: in the saved run only' '$WORK/gone.out'"
+echo '{"rows": [' > "$WORK/broken.json"
+"$PY" "$ROOT/scripts/results_diff.py" "$RUN" "$WORK/broken.json" > /dev/null 2> "$WORK/broken.err"
+check "results_diff: a file that is not JSON is named, exit 2" bash -c "[ $? -eq 2 ] && grep -q 'broken.json: not JSON' '$WORK/broken.err'"
+
 status=0
 if [ -f "$ROOT/docs/results/main-job.json" ]; then
   check "README's main-job table equals docs/results/main-job.json" "$PY" "$ROOT/scripts/readme_table.py" check "$ROOT/README.md" main-job
