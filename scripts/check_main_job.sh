@@ -4,8 +4,8 @@
 # result fails here until the README is written from a new run. Time and speed are not compared.
 #   bash scripts/check_main_job.sh [POSLAB]        (default build/poslab; ~2-6 min on 2 cores)
 # A bf16 run's digits depend on the kernels that multiply: the saved run is an AVX512_BF16 CPU's (an
-# EPYC's), which every CPU with AVX512_BF16 reproduces when oneDNN is held to those kernels (an AMX
-# Xeon rounds otherwise on its own). Without AVX512_BF16 the check cannot reproduce them: skipped.
+# EPYC's), which the AVX512_BF16 CPUs tried reproduce with oneDNN held to those kernels (Zen 4, Zen 5,
+# an AMX Xeon, which rounds otherwise on its own). Without AVX512_BF16 the check cannot reproduce them: skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POSLAB=${1:-build/poslab}
