@@ -32,8 +32,9 @@ exp["set"]["train.precision"] = precision
 json.dump(exp, open(dst, "w"), indent=1)
 EOF
 echo "check_main_job: the main job in $precision on oneDNN's AVX512_BF16 kernels -> $work/run (log: $work/compare.log)"
-ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 "$POSLAB" compare --config "$work/quick.json" --out "$work/run" > "$work/compare.log" 2>&1 \
-  || { keep=1; tail -20 "$work/compare.log" >&2; die "the main job failed (log: $work/compare.log)"; }
+# Its progress goes to the terminal as well as the log: the run takes minutes, and CI shows it as it goes.
+ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 "$POSLAB" compare --config "$work/quick.json" --out "$work/run" 2>&1 \
+  | tee "$work/compare.log" || { keep=1; die "the main job failed (log: $work/compare.log)"; }
 if ! python3 scripts/results_diff.py "$SAVED" "$work/run/results.json"; then
   keep=1
   echo "check_main_job: ERROR: the code no longer produces $SAVED (this run is kept in $work/run); if the change is meant," >&2
